@@ -1,0 +1,6 @@
+//! One module per command: parse options, call the libraries, render.
+
+pub mod demo;
+pub mod report;
+pub mod topo;
+pub mod where_;

@@ -1,0 +1,404 @@
+//! The machine's topology as a value: packages, dies, clusters, cores, hardware threads (PUs),
+//! caches, NUMA nodes and their distances, and core kinds on hybrid CPUs.
+//!
+//! A [`Topology`] comes from the live `/sys` ([`Topology::live`]), from a sysfs snapshot
+//! directory laid out like `/` ([`Topology::from_root`]), or from a synthetic spec such as
+//! `2x8x2:n2` ([`Topology::synthetic`]). Everything topology-aware in contend (load patterns,
+//! pinning, reports) takes this value, which is how NUMA logic is tested on a one-node machine.
+
+pub mod cpuset;
+mod kinds;
+mod sysfs;
+mod synthetic;
+
+pub use cpuset::{CpuSet, CpuSetError};
+pub use synthetic::SYNTHETIC_GRAMMAR;
+
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+/// Why a topology could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum TopologyError {
+    #[error("{path}: {why}")]
+    Unreadable { path: PathBuf, why: String },
+    #[error("bad synthetic spec `{spec}`: {why}\n{grammar}", grammar = SYNTHETIC_GRAMMAR)]
+    BadSpec { spec: String, why: String },
+}
+
+/// Where the facts came from.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Source {
+    /// This machine's own `/sys` and `/proc`.
+    Live,
+    /// A snapshot directory that holds `sys/devices/system/{cpu,node}` (and maybe `proc/cpuinfo`).
+    Snapshot { root: PathBuf },
+    /// Made from a spec; no machine was read.
+    Synthetic { spec: String },
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Machine {
+    /// `model name` (x86), `cpu` (POWER) or the core names (Arm) from /proc/cpuinfo.
+    pub model: Option<String>,
+    /// Instruction-set family guessed from /proc/cpuinfo: x86_64, aarch64, ppc64.
+    pub arch: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Package {
+    /// `physical_package_id`; `None` where the kernel does not expose it (-1) and packages were
+    /// derived from `core_siblings`.
+    pub os_id: Option<i64>,
+    pub cpus: CpuSet,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Die {
+    /// Index into [`Topology::packages`].
+    pub package: usize,
+    pub os_id: i64,
+    pub cpus: CpuSet,
+}
+
+/// A group of cores sharing something below the package (an L2 on Intel E-cores, a cluster on
+/// Arm); from `cluster_cpus`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Cluster {
+    pub os_id: Option<i64>,
+    pub cpus: CpuSet,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Core {
+    /// Index into [`Topology::packages`].
+    pub package: usize,
+    /// `core_id` as the kernel printed it (not unique: it repeats across dies and packages).
+    pub os_core_id: Option<i64>,
+    /// The hardware threads of this core (its `thread_siblings`, restricted to online CPUs).
+    pub cpus: CpuSet,
+    /// Index into [`Topology::core_kinds`] on hybrid machines.
+    pub kind: Option<usize>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Pu {
+    /// The OS CPU number.
+    pub cpu: u32,
+    /// Index into [`Topology::cores`].
+    pub core: usize,
+    /// Index into [`Topology::packages`].
+    pub package: usize,
+    /// The NUMA node holding this CPU, if any (a CPU whose node is offline has none).
+    pub node: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum CacheKind {
+    Data,
+    Instruction,
+    Unified,
+}
+
+impl CacheKind {
+    pub fn suffix(self) -> &'static str {
+        match self {
+            CacheKind::Data => "d",
+            CacheKind::Instruction => "i",
+            CacheKind::Unified => "",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Cache {
+    pub level: u8,
+    pub kind: CacheKind,
+    pub size_kib: Option<u64>,
+    pub line_bytes: Option<u32>,
+    pub ways: Option<u32>,
+    /// The CPUs sharing this cache instance (online CPUs only).
+    pub cpus: CpuSet,
+}
+
+impl Cache {
+    /// `L1d`, `L2`, `L3`...
+    pub fn name(&self) -> String {
+        format!("L{}{}", self.level, self.kind.suffix())
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Node {
+    pub id: u32,
+    /// Online CPUs of this node; empty for a memory-only (CPU-less) node.
+    pub cpus: CpuSet,
+    pub mem_total_kib: Option<u64>,
+    pub mem_free_kib: Option<u64>,
+}
+
+impl Node {
+    pub fn is_memory_only(&self) -> bool {
+        self.cpus.is_empty()
+    }
+}
+
+/// A kind of core on a hybrid machine (P/E cores, big/little).
+#[derive(Debug, Clone, Serialize)]
+pub struct CoreKind {
+    pub name: String,
+    pub cpus: CpuSet,
+    /// Which files decided it, e.g. `/sys/devices/cpu_core/cpus` or `acpi_cppc/highest_perf`.
+    pub evidence: String,
+}
+
+/// Orders in which CPUs are handed out to threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FillOrder {
+    /// All hardware threads of a core, then the next core: SMT siblings are used first.
+    Compact,
+    /// One PU per core, package by package (node by node inside a package), then the second
+    /// hardware thread of every core in the same order: stays on one socket as long as there are
+    /// free cores there.
+    SocketFirst,
+    /// One PU per core, round-robin over NUMA nodes (node 0, node 1, ..., node 0 again), then the
+    /// second hardware threads likewise: spreads memory bandwidth and caches.
+    Spread,
+}
+
+impl std::str::FromStr for FillOrder {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "compact" => Ok(FillOrder::Compact),
+            "socket-first" => Ok(FillOrder::SocketFirst),
+            "spread" => Ok(FillOrder::Spread),
+            _ => Err(format!(
+                "unknown fill order `{s}`: use compact, socket-first or spread"
+            )),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Topology {
+    pub source: Source,
+    pub machine: Machine,
+    /// `cpu/possible` and `cpu/present` where the kernel has them.
+    pub possible: Option<CpuSet>,
+    pub present: Option<CpuSet>,
+    pub online: CpuSet,
+    /// CPUs that have a `cpuN` directory but are offline.
+    pub offline: CpuSet,
+    pub packages: Vec<Package>,
+    /// Empty where the kernel has no `die_id`.
+    pub dies: Vec<Die>,
+    /// Empty where the kernel has no `cluster_cpus`.
+    pub clusters: Vec<Cluster>,
+    pub cores: Vec<Core>,
+    /// One per online CPU, ascending by CPU number.
+    pub pus: Vec<Pu>,
+    pub caches: Vec<Cache>,
+    /// Online NUMA nodes, ascending by id (ids may be sparse).
+    pub nodes: Vec<Node>,
+    /// `distances[i][j]` from `nodes[i]` to `nodes[j]` (ACPI SLIT units, 10 = local); `None`
+    /// when the kernel gave no usable matrix.
+    pub distances: Option<Vec<Vec<u32>>>,
+    /// Non-empty only on hybrid machines (more than one kind found).
+    pub core_kinds: Vec<CoreKind>,
+    /// Inconsistencies found while reading and how they were resolved.
+    pub notes: Vec<String>,
+}
+
+/// Counts, for headers and `--json`.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Summary {
+    pub packages: usize,
+    pub dies: usize,
+    pub nodes: usize,
+    pub nodes_with_cpus: usize,
+    pub memory_only_nodes: usize,
+    pub cores: usize,
+    pub pus: usize,
+    pub smt: usize,
+    pub l3_groups: usize,
+    pub mem_total_kib: Option<u64>,
+}
+
+impl Topology {
+    /// This machine, from `/sys` and `/proc`.
+    pub fn live() -> Result<Topology, TopologyError> {
+        let mut t = sysfs::read(Path::new("/"))?;
+        t.source = Source::Live;
+        Ok(t)
+    }
+
+    /// A snapshot whose root holds `sys/devices/system/cpu` (as `/` does).
+    pub fn from_root(root: &Path) -> Result<Topology, TopologyError> {
+        sysfs::read(root)
+    }
+
+    /// A machine built from a spec; see [`SYNTHETIC_GRAMMAR`].
+    pub fn synthetic(spec: &str) -> Result<Topology, TopologyError> {
+        synthetic::build(spec)
+    }
+
+    pub fn summary(&self) -> Summary {
+        let mem: Vec<u64> = self.nodes.iter().filter_map(|n| n.mem_total_kib).collect();
+        Summary {
+            packages: self.packages.len(),
+            dies: self.dies.len(),
+            nodes: self.nodes.len(),
+            nodes_with_cpus: self.nodes.iter().filter(|n| !n.cpus.is_empty()).count(),
+            memory_only_nodes: self.nodes.iter().filter(|n| n.is_memory_only()).count(),
+            cores: self.cores.len(),
+            pus: self.pus.len(),
+            smt: self.cores.iter().map(|c| c.cpus.len()).max().unwrap_or(0),
+            l3_groups: self.caches_at(3).count(),
+            mem_total_kib: (mem.len() == self.nodes.len() && !mem.is_empty())
+                .then(|| mem.iter().sum()),
+        }
+    }
+
+    pub fn pu(&self, cpu: u32) -> Option<&Pu> {
+        self.pus
+            .binary_search_by_key(&cpu, |p| p.cpu)
+            .ok()
+            .map(|i| &self.pus[i])
+    }
+
+    pub fn node(&self, id: u32) -> Option<&Node> {
+        self.nodes.iter().find(|n| n.id == id)
+    }
+
+    fn node_index(&self, id: u32) -> Option<usize> {
+        self.nodes.iter().position(|n| n.id == id)
+    }
+
+    /// The online CPUs of node `id`.
+    pub fn cpus_of_node(&self, id: u32) -> Option<&CpuSet> {
+        self.node(id).map(|n| &n.cpus)
+    }
+
+    /// The NUMA node of an online CPU (`None` for unknown CPUs and CPUs whose node is offline).
+    pub fn node_of_cpu(&self, cpu: u32) -> Option<u32> {
+        self.pu(cpu).and_then(|p| p.node)
+    }
+
+    pub fn distance(&self, from: u32, to: u32) -> Option<u32> {
+        let (i, j) = (self.node_index(from)?, self.node_index(to)?);
+        self.distances.as_ref().map(|d| d[i][j])
+    }
+
+    /// All nodes, nearest first from `from` (itself first; ties by id). Without a distance
+    /// matrix, `from` then ascending ids.
+    pub fn nodes_by_distance(&self, from: u32) -> Vec<u32> {
+        let mut ids: Vec<u32> = self.nodes.iter().map(|n| n.id).collect();
+        ids.sort_by_key(|&id| {
+            let d = if id == from {
+                0
+            } else {
+                self.distance(from, id).unwrap_or(u32::MAX)
+            };
+            (d, id)
+        });
+        ids
+    }
+
+    /// The hardware threads sharing `cpu`'s core, `cpu` included.
+    pub fn siblings(&self, cpu: u32) -> Option<&CpuSet> {
+        self.pu(cpu).map(|p| &self.cores[p.core].cpus)
+    }
+
+    pub fn package_of_cpu(&self, cpu: u32) -> Option<usize> {
+        self.pu(cpu).map(|p| p.package)
+    }
+
+    /// Cache instances at a level, data or unified (the instruction caches left out).
+    pub fn caches_at(&self, level: u8) -> impl Iterator<Item = &Cache> {
+        self.caches
+            .iter()
+            .filter(move |c| c.level == level && c.kind != CacheKind::Instruction)
+    }
+
+    /// The data or unified cache at `level` that `cpu` uses.
+    pub fn cache_of_cpu(&self, cpu: u32, level: u8) -> Option<&Cache> {
+        self.caches_at(level).find(|c| c.cpus.contains(cpu))
+    }
+
+    /// Online CPUs in the order threads should be given them. Every online CPU appears once.
+    pub fn fill_order(&self, order: FillOrder) -> Vec<u32> {
+        match order {
+            FillOrder::Compact => self
+                .cores_in_place_order()
+                .iter()
+                .flat_map(|&c| self.cores[c].cpus.iter())
+                .collect(),
+            FillOrder::SocketFirst => self.by_thread_rank(self.cores_in_place_order()),
+            FillOrder::Spread => {
+                // Round-robin over groups (nodes, or packages when nodes do not cover a core).
+                let ordered = self.cores_in_place_order();
+                let mut groups: Vec<(Option<u32>, Vec<usize>)> = Vec::new();
+                for c in ordered {
+                    let first = self.cores[c].cpus.first().unwrap_or(0);
+                    let key = self
+                        .node_of_cpu(first)
+                        .or(Some(u32::MAX - self.cores[c].package as u32));
+                    match groups.iter_mut().find(|(k, _)| *k == key) {
+                        Some((_, v)) => v.push(c),
+                        None => groups.push((key, vec![c])),
+                    }
+                }
+                let longest = groups.iter().map(|(_, v)| v.len()).max().unwrap_or(0);
+                let interleaved: Vec<usize> = (0..longest)
+                    .flat_map(|i| groups.iter().filter_map(move |(_, v)| v.get(i).copied()))
+                    .collect();
+                self.by_thread_rank(interleaved)
+            }
+        }
+    }
+
+    /// Cores ordered by package, then node inside the package, then first CPU.
+    fn cores_in_place_order(&self) -> Vec<usize> {
+        let mut idx: Vec<usize> = (0..self.cores.len()).collect();
+        idx.sort_by_key(|&c| {
+            let core = &self.cores[c];
+            let first = core.cpus.first().unwrap_or(u32::MAX);
+            let node = self.node_of_cpu(first).unwrap_or(u32::MAX);
+            (core.package, node, first)
+        });
+        idx
+    }
+
+    /// Thread rank 0 of every core in `cores`' order, then rank 1, and so on.
+    fn by_thread_rank(&self, cores: Vec<usize>) -> Vec<u32> {
+        let smt = self.cores.iter().map(|c| c.cpus.len()).max().unwrap_or(0);
+        (0..smt)
+            .flat_map(|rank| {
+                cores
+                    .iter()
+                    .filter_map(move |&c| self.cores[c].cpus.iter().nth(rank))
+            })
+            .collect()
+    }
+
+    /// Checks a user's CPU list against the online CPUs; the error names the offenders.
+    pub fn check_cpus(&self, cpus: &CpuSet) -> Result<(), String> {
+        let missing = cpus.difference(&self.online);
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "CPU(s) {} are not online on this machine (online: {})",
+                missing.to_list(),
+                self.online.to_list()
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,572 @@
+//! Reads `sys/devices/system/{cpu,node}` and `proc/cpuinfo` under a root directory.
+//!
+//! Real sysfs trees are inconsistent in ways this reader must survive (see
+//! fixtures/topology/README.md): trailing NUL bytes, missing files on old kernels, list and mask
+//! forms that disagree (the mask wins: hand edits and hotplug update masks), offline CPUs without
+//! `topology/`, sparse node ids, distance rows longer than the node count. Every such repair is
+//! recorded in [`Topology::notes`].
+
+use crate::cpuset::{trim_sysfs, CpuSet};
+use crate::kinds;
+use crate::{
+    Cache, CacheKind, Cluster, Core, Die, Machine, Node, Package, Pu, Source, Topology,
+    TopologyError,
+};
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// Reads a small text file; `None` when absent or unreadable (sysfs files vanish with hotplug).
+pub(crate) fn read_text(path: &Path) -> Option<String> {
+    let bytes = fs::read(path).ok()?;
+    Some(trim_sysfs(&String::from_utf8_lossy(&bytes)).to_string())
+}
+
+fn read_i64(path: &Path) -> Option<i64> {
+    read_text(path)?.parse().ok()
+}
+
+/// Numbered entries `prefixN` of a directory, ascending.
+fn numbered_dirs(dir: &Path, prefix: &str) -> Vec<u32> {
+    let mut ids: Vec<u32> = fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter_map(|e| {
+                    let name = e.file_name().into_string().ok()?;
+                    let rest = name.strip_prefix(prefix)?;
+                    if rest.is_empty() || !rest.bytes().all(|b| b.is_ascii_digit()) {
+                        return None;
+                    }
+                    rest.parse().ok()
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    ids.sort_unstable();
+    ids
+}
+
+/// Counts disagreements between the list and mask forms of one kind of file, so that one note
+/// per kind is written rather than one per CPU.
+#[derive(Default)]
+struct Disagreements(BTreeMap<String, CpuSet>);
+
+impl Disagreements {
+    fn record(&mut self, what: &str, cpu: u32) {
+        self.0.entry(what.to_string()).or_default().insert(cpu);
+    }
+}
+
+/// Reads a CPU set that exists as a mask file and/or a list file; the mask wins.
+fn read_set(
+    dir: &Path,
+    mask_name: &str,
+    list_name: &str,
+    cpu: u32,
+    disagree: &mut Disagreements,
+) -> Option<CpuSet> {
+    let mask = read_text(&dir.join(mask_name)).and_then(|t| CpuSet::parse_mask(&t).ok());
+    let list = read_text(&dir.join(list_name)).and_then(|t| CpuSet::parse_list(&t).ok());
+    match (mask, list) {
+        (Some(m), Some(l)) => {
+            if m != l {
+                let parent = dir.file_name().unwrap_or_default().to_string_lossy();
+                disagree.record(&format!("{parent}/{list_name} vs {mask_name}"), cpu);
+            }
+            Some(m)
+        }
+        (Some(m), None) => Some(m),
+        (None, l) => l,
+    }
+}
+
+/// Splits CPUs into disjoint groups given each CPU's own idea of its group. The first CPU of a
+/// group (in ascending order) decides it; a later CPU claiming an already-assigned CPU keeps only
+/// the unassigned ones, so the result is always a partition of `cpus` even on corrupt input.
+fn partition(cpus: &CpuSet, group_of: impl Fn(u32) -> Option<CpuSet>) -> (Vec<CpuSet>, bool) {
+    let mut assigned = CpuSet::new();
+    let mut groups = Vec::new();
+    let mut repaired = false;
+    for cpu in cpus.iter() {
+        if assigned.contains(cpu) {
+            continue;
+        }
+        let mut g = group_of(cpu)
+            .map(|g| g.intersection(cpus))
+            .unwrap_or_default();
+        if !g.contains(cpu) {
+            repaired = true;
+            g.insert(cpu);
+        }
+        let fresh = g.difference(&assigned);
+        if fresh.len() != g.len() {
+            repaired = true;
+        }
+        assigned = assigned.union(&fresh);
+        groups.push(fresh);
+    }
+    // Every CPU must agree with the group it landed in; otherwise the input was inconsistent.
+    for g in &groups {
+        for cpu in g.iter() {
+            if group_of(cpu).map(|own| own.intersection(cpus)) != Some(g.clone()) {
+                repaired = true;
+            }
+        }
+    }
+    (groups, repaired)
+}
+
+fn parse_size_kib(text: &str) -> Option<u64> {
+    let t = text.trim();
+    let (num, mult) = match t.chars().last()? {
+        'K' | 'k' => (&t[..t.len() - 1], 1),
+        'M' | 'm' => (&t[..t.len() - 1], 1024),
+        'G' | 'g' => (&t[..t.len() - 1], 1024 * 1024),
+        _ => (t, 1), // sysfs sizes without suffix are in KiB only on some arches; take as KiB
+    };
+    num.trim().parse::<u64>().ok().map(|n| n * mult)
+}
+
+struct CpuFacts {
+    package_id: Option<i64>,
+    die_id: Option<i64>,
+    core_id: Option<i64>,
+    cluster_id: Option<i64>,
+    threads: Option<CpuSet>,
+    package_cpus: Option<CpuSet>,
+    cluster_cpus: Option<CpuSet>,
+}
+
+pub(crate) fn read(root: &Path) -> Result<Topology, TopologyError> {
+    let cpu_dir = root.join("sys/devices/system/cpu");
+    let node_dir = root.join("sys/devices/system/node");
+    let cpu_ids = numbered_dirs(&cpu_dir, "cpu");
+    if cpu_ids.is_empty() {
+        let why = if cpu_dir.is_dir() {
+            "holds no cpuN directories".to_string()
+        } else {
+            "does not exist".to_string()
+        };
+        return Err(TopologyError::Unreadable {
+            path: cpu_dir,
+            why: format!("{why}; pass the root of a sysfs snapshot (the directory that contains sys/devices/system/cpu)"),
+        });
+    }
+    let mut notes = Vec::new();
+    let mut disagree = Disagreements::default();
+    let set_file = |p: PathBuf| read_text(&p).and_then(|t| CpuSet::parse_list(&t).ok());
+
+    // Which CPUs are online: cpuN/online, else membership in cpu/online, else assumed online.
+    let online_file = set_file(cpu_dir.join("online"));
+    let mut online = CpuSet::new();
+    let mut offline = CpuSet::new();
+    for &id in &cpu_ids {
+        let own = read_text(&cpu_dir.join(format!("cpu{id}/online")));
+        let is_online = match (&own, &online_file) {
+            (Some(v), _) => v == "1",
+            (None, Some(set)) => set.contains(id),
+            (None, None) => true,
+        };
+        if let (Some(v), Some(set)) = (&own, &online_file) {
+            if (v == "1") != set.contains(id) {
+                notes.push(format!(
+                    "cpu{id}/online says {v} but cpu/online says otherwise; used cpu{id}/online"
+                ));
+            }
+        }
+        if is_online {
+            online.insert(id);
+        } else {
+            offline.insert(id);
+        }
+    }
+    if online_file.is_none() {
+        notes.push(
+            "no cpu/online file (old kernel): CPUs without cpuN/online taken as online".into(),
+        );
+    }
+    if online.is_empty() {
+        return Err(TopologyError::Unreadable {
+            path: cpu_dir,
+            why: "no CPU is online in this tree".into(),
+        });
+    }
+
+    // Per-CPU topology files.
+    let mut facts: BTreeMap<u32, CpuFacts> = BTreeMap::new();
+    let mut no_topology = CpuSet::new();
+    for cpu in online.iter() {
+        let t = cpu_dir.join(format!("cpu{cpu}/topology"));
+        if !t.is_dir() {
+            no_topology.insert(cpu);
+        }
+        // core_cpus is the newer name of thread_siblings, package_cpus of core_siblings.
+        let threads = read_set(&t, "core_cpus", "core_cpus_list", cpu, &mut disagree)
+            .or_else(|| read_set(&t, "thread_siblings", "thread_siblings_list", cpu, &mut disagree));
+        let package_cpus = read_set(&t, "package_cpus", "package_cpus_list", cpu, &mut disagree)
+            .or_else(|| read_set(&t, "core_siblings", "core_siblings_list", cpu, &mut disagree));
+        let cluster_cpus = read_set(&t, "cluster_cpus", "cluster_cpus_list", cpu, &mut disagree);
+        facts.insert(
+            cpu,
+            CpuFacts {
+                package_id: read_i64(&t.join("physical_package_id")),
+                die_id: read_i64(&t.join("die_id")),
+                core_id: read_i64(&t.join("core_id")),
+                cluster_id: read_i64(&t.join("cluster_id")),
+                threads,
+                package_cpus,
+                cluster_cpus,
+            },
+        );
+    }
+    if !no_topology.is_empty() {
+        notes.push(format!(
+            "online CPU(s) {} have no topology/ directory: each is taken as a core of its own",
+            no_topology.to_list()
+        ));
+    }
+
+    // Packages: physical_package_id where exposed, else core_siblings groups.
+    let exposed = facts.values().any(|f| f.package_id.is_some_and(|id| id >= 0));
+    let mut packages: Vec<Package> = Vec::new();
+    if exposed {
+        let mut by_id: BTreeMap<i64, CpuSet> = BTreeMap::new();
+        for (&cpu, f) in &facts {
+            by_id.entry(f.package_id.unwrap_or(-1)).or_default().insert(cpu);
+        }
+        if by_id.contains_key(&-1) {
+            notes.push(format!(
+                "CPU(s) {} have no physical_package_id; grouped into one package of their own",
+                by_id[&-1].to_list()
+            ));
+        }
+        packages.extend(by_id.into_iter().map(|(id, cpus)| Package {
+            os_id: (id >= 0).then_some(id),
+            cpus,
+        }));
+    } else {
+        let (groups, _) = partition(&online, |c| facts.get(&c).and_then(|f| f.package_cpus.clone()));
+        notes.push(format!(
+            "physical_package_id is not exposed (-1 or missing): {} package(s) derived from core_siblings, as hwloc does",
+            groups.len()
+        ));
+        packages.extend(groups.into_iter().map(|cpus| Package { os_id: None, cpus }));
+    }
+    packages.sort_by_key(|p| p.cpus.first());
+    let package_of = |cpu: u32| packages.iter().position(|p| p.cpus.contains(cpu)).unwrap_or(0);
+
+    // Dies, where die_id exists.
+    let mut dies = Vec::new();
+    if facts.values().any(|f| f.die_id.is_some()) {
+        let mut by_key: BTreeMap<(usize, i64), CpuSet> = BTreeMap::new();
+        for (&cpu, f) in &facts {
+            by_key
+                .entry((package_of(cpu), f.die_id.unwrap_or(-1)))
+                .or_default()
+                .insert(cpu);
+        }
+        dies.extend(by_key.into_iter().map(|((package, os_id), cpus)| Die {
+            package,
+            os_id,
+            cpus,
+        }));
+    }
+
+    // Cores: distinct thread-sibling sets (not (package, core_id): core_id repeats per die on
+    // AMD Magny-Cours, see the amd-opteron6134 fixture).
+    let (core_sets, repaired) = partition(&online, |c| facts.get(&c).and_then(|f| f.threads.clone()));
+    if repaired {
+        notes.push("thread_siblings sets overlap or omit their own CPU; repaired into disjoint cores".into());
+    }
+    let mut cores: Vec<Core> = core_sets
+        .into_iter()
+        .map(|cpus| {
+            let first = cpus.first().unwrap_or(0);
+            Core {
+                package: package_of(first),
+                os_core_id: facts.get(&first).and_then(|f| f.core_id),
+                cpus,
+                kind: None,
+            }
+        })
+        .collect();
+    cores.sort_by_key(|c| (c.package, c.cpus.first()));
+
+    // Clusters (cluster_cpus), kept only when the kernel exposes them.
+    let mut clusters = Vec::new();
+    if facts.values().any(|f| f.cluster_cpus.is_some()) {
+        let (groups, _) = partition(&online, |c| facts.get(&c).and_then(|f| f.cluster_cpus.clone()));
+        clusters.extend(groups.into_iter().map(|cpus| Cluster {
+            os_id: cpus.first().and_then(|c| facts.get(&c)).and_then(|f| f.cluster_id),
+            cpus,
+        }));
+    }
+
+    let caches = read_caches(&cpu_dir, &online, &mut disagree);
+    let (nodes, distances) = read_nodes(&node_dir, &online, &mut notes, &mut disagree);
+
+    for (what, cpus) in &disagree.0 {
+        notes.push(format!(
+            "{what} disagree on {} CPU(s) ({}): used the mask",
+            cpus.len(),
+            cpus.to_list()
+        ));
+    }
+
+    let cpuinfo = kinds::CpuInfo::read(&root.join("proc/cpuinfo"));
+    let core_kinds = kinds::detect(root, &cpu_dir, &online, &cpuinfo);
+    let machine = Machine {
+        model: cpuinfo.model(),
+        arch: cpuinfo.arch.clone(),
+    };
+
+    let mut topo = Topology {
+        source: Source::Snapshot {
+            root: root.to_path_buf(),
+        },
+        machine,
+        possible: set_file(cpu_dir.join("possible")),
+        present: set_file(cpu_dir.join("present")),
+        online,
+        offline,
+        packages,
+        dies,
+        clusters,
+        cores,
+        pus: Vec::new(),
+        caches,
+        nodes,
+        distances,
+        core_kinds,
+        notes,
+    };
+    finish(&mut topo);
+    Ok(topo)
+}
+
+/// Fills the derived parts (PUs, core kinds on cores) and checks cross-level consistency.
+pub(crate) fn finish(t: &mut Topology) {
+    let mut pus = Vec::with_capacity(t.online.len());
+    for (ci, core) in t.cores.iter().enumerate() {
+        for cpu in core.cpus.iter() {
+            pus.push(Pu {
+                cpu,
+                core: ci,
+                package: core.package,
+                node: t.nodes.iter().find(|n| n.cpus.contains(cpu)).map(|n| n.id),
+            });
+        }
+    }
+    pus.sort_by_key(|p| p.cpu);
+    t.pus = pus;
+    for core in &mut t.cores {
+        let first = core.cpus.first().unwrap_or(0);
+        core.kind = t.core_kinds.iter().position(|k| k.cpus.contains(first));
+    }
+    let homeless: CpuSet = t.pus.iter().filter(|p| p.node.is_none()).map(|p| p.cpu).collect();
+    if !homeless.is_empty() && !t.nodes.is_empty() {
+        t.notes.push(format!(
+            "online CPU(s) {} belong to no online NUMA node (their node is offline)",
+            homeless.to_list()
+        ));
+    }
+}
+
+fn read_caches(cpu_dir: &Path, online: &CpuSet, disagree: &mut Disagreements) -> Vec<Cache> {
+    struct Raw {
+        level: u8,
+        kind: CacheKind,
+        size_kib: Option<u64>,
+        line_bytes: Option<u32>,
+        ways: Option<u32>,
+        shared: Option<CpuSet>,
+    }
+    // (level, kind) -> per-CPU record
+    let mut per_kind: BTreeMap<(u8, CacheKind), BTreeMap<u32, Raw>> = BTreeMap::new();
+    for cpu in online.iter() {
+        let cache_dir = cpu_dir.join(format!("cpu{cpu}/cache"));
+        for idx in numbered_dirs(&cache_dir, "index") {
+            let d = cache_dir.join(format!("index{idx}"));
+            let Some(level) = read_text(&d.join("level")).and_then(|t| t.parse::<u8>().ok())
+            else {
+                continue;
+            };
+            let kind = match read_text(&d.join("type")).as_deref() {
+                Some("Data") => CacheKind::Data,
+                Some("Instruction") => CacheKind::Instruction,
+                _ => CacheKind::Unified,
+            };
+            let shared = read_set(&d, "shared_cpu_map", "shared_cpu_list", cpu, disagree);
+            let parse_u32 = |n: &str| read_text(&d.join(n)).and_then(|t| t.parse::<u32>().ok());
+            per_kind.entry((level, kind)).or_default().insert(
+                cpu,
+                Raw {
+                    level,
+                    kind,
+                    size_kib: read_text(&d.join("size")).and_then(|t| parse_size_kib(&t)),
+                    line_bytes: parse_u32("coherency_line_size"),
+                    ways: parse_u32("ways_of_associativity"),
+                    shared,
+                },
+            );
+        }
+    }
+    let mut caches = Vec::new();
+    for raws in per_kind.values() {
+        let have: CpuSet = raws.keys().copied().collect();
+        let (groups, _) = partition(&have, |c| raws.get(&c).and_then(|r| r.shared.clone()));
+        for cpus in groups {
+            let Some(r) = cpus.first().and_then(|c| raws.get(&c)) else {
+                continue;
+            };
+            caches.push(Cache {
+                level: r.level,
+                kind: r.kind,
+                size_kib: r.size_kib,
+                line_bytes: r.line_bytes,
+                ways: r.ways,
+                cpus,
+            });
+        }
+    }
+    caches.sort_by_key(|c| (c.level, c.kind, c.cpus.first()));
+    caches
+}
+
+fn read_nodes(
+    node_dir: &Path,
+    online: &CpuSet,
+    notes: &mut Vec<String>,
+    disagree: &mut Disagreements,
+) -> (Vec<Node>, Option<Vec<Vec<u32>>>) {
+    let ids = numbered_dirs(node_dir, "node");
+    if ids.is_empty() {
+        notes.push(
+            "no NUMA node directories (kernel without CONFIG_NUMA?): no nodes reported".into(),
+        );
+        return (Vec::new(), None);
+    }
+    let set_file = |name: &str| {
+        read_text(&node_dir.join(name)).and_then(|t| CpuSet::parse_list(&t).ok())
+    };
+    let mut nodes = Vec::new();
+    let mut rows: Vec<Option<Vec<u32>>> = Vec::new();
+    for &id in &ids {
+        let d = node_dir.join(format!("node{id}"));
+        let all = read_set(&d, "cpumap", "cpulist", id, disagree).unwrap_or_default();
+        let cpus = all.intersection(online);
+        let (mut total, mut free) = (None, None);
+        if let Some(text) = read_text(&d.join("meminfo")) {
+            for line in text.lines() {
+                // "Node 0 MemTotal:       16775084 kB"
+                let mut words = line.split_whitespace().skip(2);
+                let (Some(key), Some(val)) = (words.next(), words.next()) else {
+                    continue;
+                };
+                let val = val.parse::<u64>().ok();
+                match key {
+                    "MemTotal:" => total = val,
+                    "MemFree:" => free = val,
+                    _ => {}
+                }
+            }
+        }
+        nodes.push(Node {
+            id,
+            cpus,
+            mem_total_kib: total,
+            mem_free_kib: free,
+        });
+        rows.push(read_text(&d.join("distance")).map(|t| {
+            t.split_whitespace()
+                .map_while(|w| w.parse::<u32>().ok())
+                .collect()
+        }));
+    }
+
+    // Nodes named by has_memory/has_cpu but without a directory are offline: say so.
+    for name in ["has_memory", "has_cpu", "online"] {
+        if let Some(listed) = set_file(name) {
+            let missing: CpuSet = listed.iter().filter(|n| !ids.contains(n)).collect();
+            if !missing.is_empty() {
+                notes.push(format!(
+                    "node/{name} names node(s) {} that have no directory (offline); ignored",
+                    missing.to_list()
+                ));
+            }
+        }
+    }
+
+    // Distance rows list one entry per node in ascending id order (sparse ids: the k-th entry is
+    // the k-th node, not node k). A row may be longer than the number of node directories when a
+    // node is offline; then its columns are the possible nodes.
+    let distances = if rows.iter().all(|r| r.as_ref().is_some_and(|r| r.len() == ids.len())) {
+        Some(rows.into_iter().flatten().collect::<Vec<_>>())
+    } else if let Some(len) = rows.iter().flatten().map(|r| r.len()).next() {
+        let candidates = ["possible", "online"]
+            .into_iter()
+            .filter_map(|f| set_file(f).map(|s| s.iter().collect::<Vec<u32>>()))
+            .find(|c| c.len() == len && ids.iter().all(|i| c.contains(i)));
+        match candidates {
+            Some(cols) if rows.iter().all(|r| r.as_ref().is_some_and(|r| r.len() == len)) => {
+                notes.push(format!(
+                    "distance rows have {len} entries for {} node directories: columns taken as nodes {}; entries for absent nodes dropped",
+                    ids.len(),
+                    CpuSet::from_iter_u32(cols.iter().copied()).to_list()
+                ));
+                let keep: Vec<usize> = ids
+                    .iter()
+                    .filter_map(|i| cols.iter().position(|c| c == i))
+                    .collect();
+                Some(
+                    rows.into_iter()
+                        .flatten()
+                        .map(|r| keep.iter().map(|&k| r[k]).collect())
+                        .collect(),
+                )
+            }
+            _ => {
+                notes.push("node distance rows are missing or of inconsistent length: no distance matrix".into());
+                None
+            }
+        }
+    } else {
+        notes.push("no nodeN/distance files: no distance matrix".into());
+        None
+    };
+    if let Some(m) = &distances {
+        let n = m.len();
+        let asymmetric = (0..n).any(|i| (0..n).any(|j| m[i][j] != m[j][i]));
+        if asymmetric {
+            notes.push("the node distance matrix is not symmetric; shown as the kernel gave it (row = from)".into());
+        }
+    }
+    (nodes, distances)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partition_repairs_overlaps() {
+        let all = CpuSet::parse_list("0-3").unwrap();
+        let (g, repaired) = partition(&all, |c| {
+            Some(match c {
+                0 => CpuSet::parse_list("0-1").unwrap(),
+                1 => CpuSet::parse_list("1-2").unwrap(),
+                _ => CpuSet::parse_list("2-3").unwrap(),
+            })
+        });
+        assert!(repaired);
+        let lists: Vec<String> = g.iter().map(|s| s.to_list()).collect();
+        assert_eq!(lists, ["0-1", "2-3"]);
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size_kib("32K"), Some(32));
+        assert_eq!(parse_size_kib("8M"), Some(8192));
+        assert_eq!(parse_size_kib("bogus"), None);
+    }
+}
