@@ -4,6 +4,7 @@
 //! usage (unknown option, unreadable snapshot, corrupt run directory, missing process).
 
 mod cmd;
+mod examples;
 mod exit;
 
 use clap::{Parser, Subcommand};

@@ -65,7 +65,9 @@ impl CpuSet {
                     .parse()
                     .map_err(|_| bad(&format!("`{s}` is not a number")))?;
                 if n > MAX_CPU {
-                    return Err(bad(&format!("{n} exceeds the largest CPU number {MAX_CPU}")));
+                    return Err(bad(&format!(
+                        "{n} exceeds the largest CPU number {MAX_CPU}"
+                    )));
                 }
                 Ok(n)
             };

@@ -31,7 +31,9 @@ fn parse_hex(s: &str) -> Option<u32> {
 
 impl CpuInfo {
     pub fn read(path: &Path) -> CpuInfo {
-        read_text(path).map(|t| CpuInfo::parse(&t)).unwrap_or_default()
+        read_text(path)
+            .map(|t| CpuInfo::parse(&t))
+            .unwrap_or_default()
     }
 
     pub fn parse(text: &str) -> CpuInfo {
@@ -62,7 +64,9 @@ impl CpuInfo {
                     implementer = parse_hex(value);
                 }
                 "CPU part" => {
-                    if let (Some(p), Some(imp), Some(part)) = (processor, implementer, parse_hex(value)) {
+                    if let (Some(p), Some(imp), Some(part)) =
+                        (processor, implementer, parse_hex(value))
+                    {
                         info.arm_parts.insert(p, (imp, part));
                     }
                 }
@@ -122,7 +126,12 @@ fn arm_core_name(implementer: u32, part: u32) -> String {
 }
 
 /// Finds core kinds; empty unless more than one kind is found.
-pub(crate) fn detect(root: &Path, cpu_dir: &Path, online: &CpuSet, cpuinfo: &CpuInfo) -> Vec<CoreKind> {
+pub(crate) fn detect(
+    root: &Path,
+    cpu_dir: &Path,
+    online: &CpuSet,
+    cpuinfo: &CpuInfo,
+) -> Vec<CoreKind> {
     // 1. Intel hybrid PMUs.
     let pmu = |name: &str| {
         read_text(&root.join(format!("sys/devices/{name}/cpus")))
@@ -132,8 +141,16 @@ pub(crate) fn detect(root: &Path, cpu_dir: &Path, online: &CpuSet, cpuinfo: &Cpu
     if let (Some(p), Some(e)) = (pmu("cpu_core"), pmu("cpu_atom")) {
         if !p.is_empty() && !e.is_empty() {
             return vec![
-                CoreKind { name: "P-core".into(), cpus: p, evidence: "/sys/devices/cpu_core/cpus".into() },
-                CoreKind { name: "E-core".into(), cpus: e, evidence: "/sys/devices/cpu_atom/cpus".into() },
+                CoreKind {
+                    name: "P-core".into(),
+                    cpus: p,
+                    evidence: "/sys/devices/cpu_core/cpus".into(),
+                },
+                CoreKind {
+                    name: "E-core".into(),
+                    cpus: e,
+                    evidence: "/sys/devices/cpu_atom/cpus".into(),
+                },
             ];
         }
     }
@@ -184,7 +201,8 @@ pub(crate) fn detect(root: &Path, cpu_dir: &Path, online: &CpuSet, cpuinfo: &Cpu
     ] {
         let mut values: BTreeMap<u32, u64> = BTreeMap::new();
         for cpu in online.iter() {
-            match read_text(&cpu_dir.join(format!("cpu{cpu}/{file}"))).and_then(|t| t.parse().ok()) {
+            match read_text(&cpu_dir.join(format!("cpu{cpu}/{file}"))).and_then(|t| t.parse().ok())
+            {
                 Some(v) => {
                     values.insert(cpu, v);
                 }
@@ -217,8 +235,16 @@ pub(crate) fn detect(root: &Path, cpu_dir: &Path, online: &CpuSet, cpuinfo: &Cpu
                     (2, 0) => "efficiency".to_string(),
                     _ => format!("class {}", n - i),
                 };
-                let range = if lo == hi { lo.to_string() } else { format!("{lo}-{hi}") };
-                CoreKind { name, cpus, evidence: format!("{file} ({label} {range})") }
+                let range = if lo == hi {
+                    lo.to_string()
+                } else {
+                    format!("{lo}-{hi}")
+                };
+                CoreKind {
+                    name,
+                    cpus,
+                    evidence: format!("{file} ({label} {range})"),
+                }
             })
             .collect();
     }
@@ -246,7 +272,10 @@ mod tests {
 
     #[test]
     fn gaps_split_big_from_little() {
-        assert_eq!(gap_classes([64, 67, 39, 64].into_iter()), vec![(39, 39), (64, 67)]);
+        assert_eq!(
+            gap_classes([64, 67, 39, 64].into_iter()),
+            vec![(39, 39), (64, 67)]
+        );
         assert_eq!(
             gap_classes([718, 997, 731, 1017, 1024].into_iter()),
             vec![(718, 731), (997, 1024)]

@@ -8,8 +8,8 @@
 
 pub mod cpuset;
 mod kinds;
-mod sysfs;
 mod synthetic;
+mod sysfs;
 
 pub use cpuset::{CpuSet, CpuSetError};
 pub use synthetic::SYNTHETIC_GRAMMAR;

@@ -45,7 +45,9 @@ fn parse(spec: &str) -> Result<Spec, TopologyError> {
     let num = |s: &str, what: &str| -> Result<u32, TopologyError> {
         match s.trim().parse::<u32>() {
             Ok(n) if n >= 1 => Ok(n),
-            _ => Err(bad(format!("{what} `{s}` must be a whole number of at least 1"))),
+            _ => Err(bad(format!(
+                "{what} `{s}` must be a whole number of at least 1"
+            ))),
         }
     };
     let mut out = Spec {

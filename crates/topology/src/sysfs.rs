@@ -49,29 +49,47 @@ fn numbered_dirs(dir: &Path, prefix: &str) -> Vec<u32> {
 /// Counts disagreements between the list and mask forms of one kind of file, so that one note
 /// per kind is written rather than one per CPU.
 #[derive(Default)]
-struct Disagreements(BTreeMap<String, CpuSet>);
+struct Disagreements(BTreeMap<(String, &'static str), CpuSet>);
 
 impl Disagreements {
-    fn record(&mut self, what: &str, cpu: u32) {
-        self.0.entry(what.to_string()).or_default().insert(cpu);
+    /// `unit` names what `id` numbers: "CPU" for per-CPU files, "node" for per-node files.
+    fn record(&mut self, what: String, unit: &'static str, id: u32) {
+        self.0.entry((what, unit)).or_default().insert(id);
     }
 }
 
-/// Reads a CPU set that exists as a mask file and/or a list file; the mask wins.
+/// Reads a CPU set that exists as a mask file and/or a list file; the mask wins. `owner` is the
+/// CPU (or node, per `unit`) whose directory `dir` is.
 fn read_set(
     dir: &Path,
     mask_name: &str,
     list_name: &str,
-    cpu: u32,
+    (owner, unit): (u32, &'static str),
     disagree: &mut Disagreements,
 ) -> Option<CpuSet> {
-    let mask = read_text(&dir.join(mask_name)).and_then(|t| CpuSet::parse_mask(&t).ok());
-    let list = read_text(&dir.join(list_name)).and_then(|t| CpuSet::parse_list(&t).ok());
+    let parent = dir.file_name().unwrap_or_default().to_string_lossy();
+    let mut parse = |name: &str, parser: fn(&str) -> Result<CpuSet, crate::CpuSetError>| {
+        let text = read_text(&dir.join(name))?;
+        let parsed = parser(&text).ok();
+        if parsed.is_none() {
+            disagree.record(
+                format!("{parent}/{name} is malformed (ignored)"),
+                unit,
+                owner,
+            );
+        }
+        parsed
+    };
+    let mask = parse(mask_name, CpuSet::parse_mask);
+    let list = parse(list_name, CpuSet::parse_list);
     match (mask, list) {
         (Some(m), Some(l)) => {
             if m != l {
-                let parent = dir.file_name().unwrap_or_default().to_string_lossy();
-                disagree.record(&format!("{parent}/{list_name} vs {mask_name}"), cpu);
+                disagree.record(
+                    format!("{parent}/{list_name} and {mask_name} disagree (used the mask)"),
+                    unit,
+                    owner,
+                );
             }
             Some(m)
         }
@@ -201,11 +219,45 @@ pub(crate) fn read(root: &Path) -> Result<Topology, TopologyError> {
             no_topology.insert(cpu);
         }
         // core_cpus is the newer name of thread_siblings, package_cpus of core_siblings.
-        let threads = read_set(&t, "core_cpus", "core_cpus_list", cpu, &mut disagree)
-            .or_else(|| read_set(&t, "thread_siblings", "thread_siblings_list", cpu, &mut disagree));
-        let package_cpus = read_set(&t, "package_cpus", "package_cpus_list", cpu, &mut disagree)
-            .or_else(|| read_set(&t, "core_siblings", "core_siblings_list", cpu, &mut disagree));
-        let cluster_cpus = read_set(&t, "cluster_cpus", "cluster_cpus_list", cpu, &mut disagree);
+        let threads = read_set(
+            &t,
+            "core_cpus",
+            "core_cpus_list",
+            (cpu, "CPU"),
+            &mut disagree,
+        )
+        .or_else(|| {
+            read_set(
+                &t,
+                "thread_siblings",
+                "thread_siblings_list",
+                (cpu, "CPU"),
+                &mut disagree,
+            )
+        });
+        let package_cpus = read_set(
+            &t,
+            "package_cpus",
+            "package_cpus_list",
+            (cpu, "CPU"),
+            &mut disagree,
+        )
+        .or_else(|| {
+            read_set(
+                &t,
+                "core_siblings",
+                "core_siblings_list",
+                (cpu, "CPU"),
+                &mut disagree,
+            )
+        });
+        let cluster_cpus = read_set(
+            &t,
+            "cluster_cpus",
+            "cluster_cpus_list",
+            (cpu, "CPU"),
+            &mut disagree,
+        );
         facts.insert(
             cpu,
             CpuFacts {
@@ -227,12 +279,17 @@ pub(crate) fn read(root: &Path) -> Result<Topology, TopologyError> {
     }
 
     // Packages: physical_package_id where exposed, else core_siblings groups.
-    let exposed = facts.values().any(|f| f.package_id.is_some_and(|id| id >= 0));
+    let exposed = facts
+        .values()
+        .any(|f| f.package_id.is_some_and(|id| id >= 0));
     let mut packages: Vec<Package> = Vec::new();
     if exposed {
         let mut by_id: BTreeMap<i64, CpuSet> = BTreeMap::new();
         for (&cpu, f) in &facts {
-            by_id.entry(f.package_id.unwrap_or(-1)).or_default().insert(cpu);
+            by_id
+                .entry(f.package_id.unwrap_or(-1))
+                .or_default()
+                .insert(cpu);
         }
         if by_id.contains_key(&-1) {
             notes.push(format!(
@@ -245,7 +302,9 @@ pub(crate) fn read(root: &Path) -> Result<Topology, TopologyError> {
             cpus,
         }));
     } else {
-        let (groups, _) = partition(&online, |c| facts.get(&c).and_then(|f| f.package_cpus.clone()));
+        let (groups, _) = partition(&online, |c| {
+            facts.get(&c).and_then(|f| f.package_cpus.clone())
+        });
         notes.push(format!(
             "physical_package_id is not exposed (-1 or missing): {} package(s) derived from core_siblings, as hwloc does",
             groups.len()
@@ -253,7 +312,12 @@ pub(crate) fn read(root: &Path) -> Result<Topology, TopologyError> {
         packages.extend(groups.into_iter().map(|cpus| Package { os_id: None, cpus }));
     }
     packages.sort_by_key(|p| p.cpus.first());
-    let package_of = |cpu: u32| packages.iter().position(|p| p.cpus.contains(cpu)).unwrap_or(0);
+    let package_of = |cpu: u32| {
+        packages
+            .iter()
+            .position(|p| p.cpus.contains(cpu))
+            .unwrap_or(0)
+    };
 
     // Dies, where die_id exists.
     let mut dies = Vec::new();
@@ -274,9 +338,13 @@ pub(crate) fn read(root: &Path) -> Result<Topology, TopologyError> {
 
     // Cores: distinct thread-sibling sets (not (package, core_id): core_id repeats per die on
     // AMD Magny-Cours, see the amd-opteron6134 fixture).
-    let (core_sets, repaired) = partition(&online, |c| facts.get(&c).and_then(|f| f.threads.clone()));
+    let (core_sets, repaired) =
+        partition(&online, |c| facts.get(&c).and_then(|f| f.threads.clone()));
     if repaired {
-        notes.push("thread_siblings sets overlap or omit their own CPU; repaired into disjoint cores".into());
+        notes.push(
+            "thread_siblings sets overlap or omit their own CPU; repaired into disjoint cores"
+                .into(),
+        );
     }
     let mut cores: Vec<Core> = core_sets
         .into_iter()
@@ -295,21 +363,28 @@ pub(crate) fn read(root: &Path) -> Result<Topology, TopologyError> {
     // Clusters (cluster_cpus), kept only when the kernel exposes them.
     let mut clusters = Vec::new();
     if facts.values().any(|f| f.cluster_cpus.is_some()) {
-        let (groups, _) = partition(&online, |c| facts.get(&c).and_then(|f| f.cluster_cpus.clone()));
-        clusters.extend(groups.into_iter().map(|cpus| Cluster {
-            os_id: cpus.first().and_then(|c| facts.get(&c)).and_then(|f| f.cluster_id),
-            cpus,
+        let (groups, _) = partition(&online, |c| {
+            facts.get(&c).and_then(|f| f.cluster_cpus.clone())
+        });
+        clusters.extend(groups.into_iter().map(|cpus| {
+            Cluster {
+                os_id: cpus
+                    .first()
+                    .and_then(|c| facts.get(&c))
+                    .and_then(|f| f.cluster_id),
+                cpus,
+            }
         }));
     }
 
     let caches = read_caches(&cpu_dir, &online, &mut disagree);
     let (nodes, distances) = read_nodes(&node_dir, &online, &mut notes, &mut disagree);
 
-    for (what, cpus) in &disagree.0 {
+    for ((what, unit), ids) in &disagree.0 {
         notes.push(format!(
-            "{what} disagree on {} CPU(s) ({}): used the mask",
-            cpus.len(),
-            cpus.to_list()
+            "{what} for {} {unit}(s): {}",
+            ids.len(),
+            ids.to_list()
         ));
     }
 
@@ -363,7 +438,12 @@ pub(crate) fn finish(t: &mut Topology) {
         let first = core.cpus.first().unwrap_or(0);
         core.kind = t.core_kinds.iter().position(|k| k.cpus.contains(first));
     }
-    let homeless: CpuSet = t.pus.iter().filter(|p| p.node.is_none()).map(|p| p.cpu).collect();
+    let homeless: CpuSet = t
+        .pus
+        .iter()
+        .filter(|p| p.node.is_none())
+        .map(|p| p.cpu)
+        .collect();
     if !homeless.is_empty() && !t.nodes.is_empty() {
         t.notes.push(format!(
             "online CPU(s) {} belong to no online NUMA node (their node is offline)",
@@ -387,8 +467,7 @@ fn read_caches(cpu_dir: &Path, online: &CpuSet, disagree: &mut Disagreements) ->
         let cache_dir = cpu_dir.join(format!("cpu{cpu}/cache"));
         for idx in numbered_dirs(&cache_dir, "index") {
             let d = cache_dir.join(format!("index{idx}"));
-            let Some(level) = read_text(&d.join("level")).and_then(|t| t.parse::<u8>().ok())
-            else {
+            let Some(level) = read_text(&d.join("level")).and_then(|t| t.parse::<u8>().ok()) else {
                 continue;
             };
             let kind = match read_text(&d.join("type")).as_deref() {
@@ -396,7 +475,13 @@ fn read_caches(cpu_dir: &Path, online: &CpuSet, disagree: &mut Disagreements) ->
                 Some("Instruction") => CacheKind::Instruction,
                 _ => CacheKind::Unified,
             };
-            let shared = read_set(&d, "shared_cpu_map", "shared_cpu_list", cpu, disagree);
+            let shared = read_set(
+                &d,
+                "shared_cpu_map",
+                "shared_cpu_list",
+                (cpu, "CPU"),
+                disagree,
+            );
             let parse_u32 = |n: &str| read_text(&d.join(n)).and_then(|t| t.parse::<u32>().ok());
             per_kind.entry((level, kind)).or_default().insert(
                 cpu,
@@ -446,14 +531,13 @@ fn read_nodes(
         );
         return (Vec::new(), None);
     }
-    let set_file = |name: &str| {
-        read_text(&node_dir.join(name)).and_then(|t| CpuSet::parse_list(&t).ok())
-    };
+    let set_file =
+        |name: &str| read_text(&node_dir.join(name)).and_then(|t| CpuSet::parse_list(&t).ok());
     let mut nodes = Vec::new();
     let mut rows: Vec<Option<Vec<u32>>> = Vec::new();
     for &id in &ids {
         let d = node_dir.join(format!("node{id}"));
-        let all = read_set(&d, "cpumap", "cpulist", id, disagree).unwrap_or_default();
+        let all = read_set(&d, "cpumap", "cpulist", (id, "node"), disagree).unwrap_or_default();
         let cpus = all.intersection(online);
         let (mut total, mut free) = (None, None);
         if let Some(text) = read_text(&d.join("meminfo")) {
@@ -500,7 +584,10 @@ fn read_nodes(
     // Distance rows list one entry per node in ascending id order (sparse ids: the k-th entry is
     // the k-th node, not node k). A row may be longer than the number of node directories when a
     // node is offline; then its columns are the possible nodes.
-    let distances = if rows.iter().all(|r| r.as_ref().is_some_and(|r| r.len() == ids.len())) {
+    let distances = if rows
+        .iter()
+        .all(|r| r.as_ref().is_some_and(|r| r.len() == ids.len()))
+    {
         Some(rows.into_iter().flatten().collect::<Vec<_>>())
     } else if let Some(len) = rows.iter().flatten().map(|r| r.len()).next() {
         let candidates = ["possible", "online"]
@@ -508,7 +595,11 @@ fn read_nodes(
             .filter_map(|f| set_file(f).map(|s| s.iter().collect::<Vec<u32>>()))
             .find(|c| c.len() == len && ids.iter().all(|i| c.contains(i)));
         match candidates {
-            Some(cols) if rows.iter().all(|r| r.as_ref().is_some_and(|r| r.len() == len)) => {
+            Some(cols)
+                if rows
+                    .iter()
+                    .all(|r| r.as_ref().is_some_and(|r| r.len() == len)) =>
+            {
                 notes.push(format!(
                     "distance rows have {len} entries for {} node directories: columns taken as nodes {}; entries for absent nodes dropped",
                     ids.len(),
@@ -526,7 +617,10 @@ fn read_nodes(
                 )
             }
             _ => {
-                notes.push("node distance rows are missing or of inconsistent length: no distance matrix".into());
+                notes.push(
+                    "node distance rows are missing or of inconsistent length: no distance matrix"
+                        .into(),
+                );
                 None
             }
         }

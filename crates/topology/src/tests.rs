@@ -6,7 +6,10 @@ use super::*;
 fn synthetic_2x4x2_n2_counts() {
     let t = Topology::synthetic("2x4x2:n2").unwrap();
     let s = t.summary();
-    assert_eq!((s.packages, s.nodes, s.cores, s.pus, s.smt), (2, 4, 8, 16, 2));
+    assert_eq!(
+        (s.packages, s.nodes, s.cores, s.pus, s.smt),
+        (2, 4, 8, 16, 2)
+    );
     assert_eq!(t.cpus_of_node(0).unwrap().to_list(), "0-1,8-9");
     assert_eq!(t.cpus_of_node(3).unwrap().to_list(), "6-7,14-15");
     assert_eq!(t.siblings(0).unwrap().to_list(), "0,8");
@@ -30,13 +33,30 @@ fn memory_only_nodes_have_no_cpus_and_sit_near_their_package() {
 #[test]
 fn fill_orders() {
     let t = Topology::synthetic("2x2x2").unwrap(); // cpus: p0 cores {0,4},{1,5}; p1 {2,6},{3,7}
-    assert_eq!(t.fill_order(FillOrder::Compact), vec![0, 4, 1, 5, 2, 6, 3, 7]);
-    assert_eq!(t.fill_order(FillOrder::SocketFirst), vec![0, 1, 2, 3, 4, 5, 6, 7]);
-    assert_eq!(t.fill_order(FillOrder::Spread), vec![0, 2, 1, 3, 4, 6, 5, 7]);
-    for order in [FillOrder::Compact, FillOrder::SocketFirst, FillOrder::Spread] {
+    assert_eq!(
+        t.fill_order(FillOrder::Compact),
+        vec![0, 4, 1, 5, 2, 6, 3, 7]
+    );
+    assert_eq!(
+        t.fill_order(FillOrder::SocketFirst),
+        vec![0, 1, 2, 3, 4, 5, 6, 7]
+    );
+    assert_eq!(
+        t.fill_order(FillOrder::Spread),
+        vec![0, 2, 1, 3, 4, 6, 5, 7]
+    );
+    for order in [
+        FillOrder::Compact,
+        FillOrder::SocketFirst,
+        FillOrder::Spread,
+    ] {
         let mut v = t.fill_order(order);
         v.sort_unstable();
-        assert_eq!(v, (0..8).collect::<Vec<_>>(), "{order:?} is not a permutation");
+        assert_eq!(
+            v,
+            (0..8).collect::<Vec<_>>(),
+            "{order:?} is not a permutation"
+        );
     }
 }
 
@@ -58,7 +78,9 @@ fn bad_specs_are_explained() {
 #[test]
 fn check_cpus_names_offenders() {
     let t = Topology::synthetic("1x2x1").unwrap();
-    let err = t.check_cpus(&CpuSet::parse_list("0-3").unwrap()).unwrap_err();
+    let err = t
+        .check_cpus(&CpuSet::parse_list("0-3").unwrap())
+        .unwrap_err();
     assert!(err.contains("2-3"), "{err}");
     assert!(t.check_cpus(&CpuSet::parse_list("1").unwrap()).is_ok());
 }

@@ -1,0 +1,51 @@
+//! The example programs bundled into the binary, so `contend demo` works from any directory.
+
+use anyhow::{bail, Context};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub struct Example {
+    pub name: &'static str,
+    pub source: &'static str,
+    /// What the program does, for the demo's narration.
+    pub about: &'static str,
+}
+
+pub const THREADS_MEMORY: Example = Example {
+    name: "threads_memory",
+    source: include_str!("../../../examples/threads_memory.c"),
+    about: "3 named threads (one spinning, two sleeping) with heap, stack, anonymous, shared and file-backed memory resident",
+};
+
+/// The C compiler to use: `$CC`, else `cc`.
+pub fn compiler() -> String {
+    std::env::var("CC").unwrap_or_else(|_| "cc".to_string())
+}
+
+/// Compiles an example into `dir` and returns the executable's path.
+pub fn build(example: &Example, dir: &Path) -> anyhow::Result<PathBuf> {
+    let src = dir.join(format!("{}.c", example.name));
+    let exe = dir.join(example.name);
+    std::fs::write(&src, example.source).with_context(|| format!("writing {}", src.display()))?;
+    let cc = compiler();
+    let out = Command::new(&cc)
+        .args(["-O2", "-g", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output();
+    let out = match out {
+        Ok(o) => o,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
+            "no C compiler `{cc}` found: install one (Debian: `apt-get install gcc`) or set CC"
+        ),
+        Err(e) => return Err(e).with_context(|| format!("running {cc}")),
+    };
+    if !out.status.success() {
+        bail!(
+            "{cc} failed to build {}:\n{}",
+            example.name,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(exe)
+}
