@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Runs every test contend has, from a fresh clone: formatting, lints, unit and integration tests
+# (which build and run the bundled C examples), and the stream-reader fuzz target.
+# Installs what the tests need where it can (Debian packages when run as root, the Rust nightly
+# toolchain and cargo-fuzz for fuzzing), and otherwise stops naming what is missing.
+#
+#   scripts/test.sh              everything (about 5-10 minutes on 2 cores)
+#   FUZZ_SECONDS=0 scripts/test.sh   skip the fuzz run
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n== %s\n' "$*"; }
+missing() { printf 'contend tests: missing %s: %s\n' "$1" "$2" >&2; exit 1; }
+
+step "checking what the tests need"
+command -v cargo >/dev/null || missing cargo "install Rust with rustup (https://rustup.rs), then rerun"
+need_pkgs=()
+command -v cc >/dev/null || need_pkgs+=(gcc)
+command -v make >/dev/null || need_pkgs+=(make)
+if ((${#need_pkgs[@]})); then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}"
+  else
+    missing "${need_pkgs[*]}" "install them (Debian: sudo apt-get install ${need_pkgs[*]}) and rerun"
+  fi
+fi
+if command -v rustup >/dev/null; then
+  rustup component add rustfmt clippy >/dev/null 2>&1 || true
+fi
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy (all targets, warnings are errors)"
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+
+step "cargo test"
+cargo test --workspace --quiet
+
+fuzz_seconds="${FUZZ_SECONDS:-60}"
+if [ "$fuzz_seconds" != 0 ]; then
+  step "fuzzing the event-stream reader for ${fuzz_seconds} s"
+  scripts/fuzz.sh "$fuzz_seconds"
+fi
+
+step "all tests passed"
