@@ -2,8 +2,10 @@
  * threads_memory: a small multithreaded program with memory of every kind, for `contend where`.
  *
  * It starts NTHREADS named threads ("spinner" burns CPU, the "sleeper-N" threads block) and
- * makes resident: heap (malloc, touched by each thread), a private anonymous mapping, a shared
- * anonymous mapping, a file-backed mapping of its own executable, and a touched stack array.
+ * makes resident: heap (small mallocs by the main thread, which glibc serves from the brk heap),
+ * per-thread buffers (8 MiB mallocs in each thread: glibc serves those from anonymous mmaps, so
+ * they count as anonymous memory, not heap), a private anonymous mapping, a shared anonymous
+ * mapping, a file-backed mapping of its own executable, and a touched stack array.
  * It prints "ready <pid>" once everything is resident, then runs until killed or for SECONDS.
  *
  * usage: threads_memory [SECONDS]     (default 60)
@@ -23,6 +25,8 @@
 #define HEAP_PER_THREAD (8u << 20)
 #define ANON_BYTES (16u << 20)
 #define SHARED_BYTES (4u << 20)
+#define HEAP_CHUNKS 64
+#define HEAP_CHUNK (64u << 10) /* below glibc's mmap threshold (128 KiB): served from brk */
 
 static pthread_barrier_t ready;
 static volatile int stop;
@@ -65,6 +69,11 @@ int main(int argc, char **argv)
     char stack_array[256 * 1024];
 
     touch(stack_array, sizeof stack_array);
+    static char *heap_chunks[HEAP_CHUNKS];
+    for (int i = 0; i < HEAP_CHUNKS; i++) {
+        heap_chunks[i] = malloc(HEAP_CHUNK);
+        touch(heap_chunks[i], HEAP_CHUNK);
+    }
     char *anon = mmap(NULL, ANON_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     char *shared = mmap(NULL, SHARED_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (anon == MAP_FAILED || shared == MAP_FAILED) {

@@ -14,7 +14,7 @@ pub struct Example {
 pub const THREADS_MEMORY: Example = Example {
     name: "threads_memory",
     source: include_str!("../../../examples/threads_memory.c"),
-    about: "3 named threads (one spinning, two sleeping) with heap, stack, anonymous, shared and file-backed memory resident",
+    about: "3 named threads (one spinning, two sleeping) with 4 MiB of heap, 256 KiB of stack, 40 MiB of anonymous memory (thread buffers and a private mapping), 4 MiB shared and its own executable mapped",
 };
 
 /// The C compiler to use: `$CC`, else `cc`.

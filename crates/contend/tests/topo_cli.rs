@@ -34,21 +34,40 @@ fn synthetic_json_describes_the_machine() {
 
 #[test]
 fn fixture_tree_and_notes_go_to_the_right_streams() {
-    let out = contend(&["topo", "--sysfs", &fixture("intel-haswell-2s-offline-cpu0-node0")]);
+    let out = contend(&[
+        "topo",
+        "--sysfs",
+        &fixture("intel-haswell-2s-offline-cpu0-node0"),
+    ]);
     assert!(out.status.success());
     let stdout = String::from_utf8(out.stdout).unwrap();
     let stderr = String::from_utf8(out.stderr).unwrap();
-    assert!(stdout.starts_with("Machine: 2 package(s), 1 NUMA node(s), 17 core(s), 17 PU(s)"), "{stdout}");
+    assert!(
+        stdout.starts_with("Machine: 2 package(s), 1 NUMA node(s), 17 core(s), 17 PU(s)"),
+        "{stdout}"
+    );
     assert!(stdout.contains("offline CPUs: 0-3,21-23"));
-    assert!(stdout.contains("node 1 cpus: 5 7 9 11 13 15 17 19\n"), "{stdout}");
+    assert!(
+        stdout.contains("node 1 cpus: 5 7 9 11 13 15 17 19\n"),
+        "{stdout}"
+    );
     assert!(!stdout.contains("note:"));
-    assert!(stderr.lines().all(|l| l.starts_with("contend: note: ")), "{stderr}");
+    assert!(
+        stderr.lines().all(|l| l.starts_with("contend: note: ")),
+        "{stderr}"
+    );
     assert!(stderr.contains("belong to no online NUMA node"));
 }
 
 #[test]
 fn order_lists_every_cpu_once() {
-    let out = contend(&["topo", "--sysfs", &fixture("intel-xeon4108-2s-ht"), "--order", "socket-first"]);
+    let out = contend(&[
+        "topo",
+        "--sysfs",
+        &fixture("intel-xeon4108-2s-ht"),
+        "--order",
+        "socket-first",
+    ]);
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     let cpus: Vec<u32> = text.trim().split(',').map(|c| c.parse().unwrap()).collect();
@@ -61,7 +80,10 @@ fn bad_input_exits_2_with_one_clear_line() {
     for (args, needle) in [
         (vec!["topo", "--sysfs", "/nonexistent"], "does not exist"),
         (vec!["topo", "--synthetic", "2x4"], "three numbers"),
-        (vec!["topo", "--order", "sideways"], "compact, socket-first or spread"),
+        (
+            vec!["topo", "--order", "sideways"],
+            "compact, socket-first or spread",
+        ),
     ] {
         let out = contend(&args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
@@ -74,7 +96,9 @@ fn bad_input_exits_2_with_one_clear_line() {
 #[test]
 fn version_and_help() {
     let out = contend(&["--version"]);
-    assert!(String::from_utf8(out.stdout).unwrap().starts_with("contend "));
+    assert!(String::from_utf8(out.stdout)
+        .unwrap()
+        .starts_with("contend "));
     let out = contend(&["--help"]);
     let help = String::from_utf8(out.stdout).unwrap();
     for cmd in ["topo", "where", "report", "demo", "Exit codes"] {

@@ -72,7 +72,7 @@ pub fn headline(t: &Topology) -> String {
 
 /// Cache sizes exactly, as the kernel gives them: `48 KiB`, `2 MiB`, `5118 KiB`.
 fn cache_size(kib: u64) -> String {
-    if kib >= 1024 && kib % 1024 == 0 {
+    if kib >= 1024 && kib.is_multiple_of(1024) {
         format!("{} MiB", kib / 1024)
     } else {
         format!("{kib} KiB")

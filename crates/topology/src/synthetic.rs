@@ -77,7 +77,7 @@ fn parse(spec: &str) -> Result<Spec, TopologyError> {
             "{pus} hardware threads is more than the {MAX_SYNTHETIC_PUS} supported"
         )));
     }
-    if out.cores % out.nodes_per_package != 0 {
+    if !out.cores.is_multiple_of(out.nodes_per_package) {
         return Err(bad(format!(
             "{} cores per package cannot be split evenly into {} nodes",
             out.cores, out.nodes_per_package

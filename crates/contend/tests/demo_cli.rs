@@ -1,0 +1,141 @@
+//! The bundled example with known amounts of each kind of memory, seen through `contend where`,
+//! and the demo as a whole.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+const CONTEND: &str = env!("CARGO_BIN_EXE_contend");
+
+fn example_source(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../../examples/{name}.c"))
+}
+
+fn build(name: &str, dir: &Path) -> PathBuf {
+    let exe = dir.join(name);
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let status = Command::new(&cc)
+        .args(["-O2", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(example_source(name))
+        .status()
+        .unwrap_or_else(|e| panic!("running {cc}: {e} (install gcc)"));
+    assert!(status.success(), "building {name}");
+    exe
+}
+
+struct Killed(Child);
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn where_finds_the_memory_the_example_made_resident() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build("threads_memory", dir.path());
+    let mut child = Command::new(&exe)
+        .arg("30")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let child = Killed(child);
+    assert!(line.starts_with("ready"), "{line}");
+    let pid = child.0.id().to_string();
+
+    let out = Command::new(CONTEND)
+        .args(["where", "--json", &pid])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+
+    let mut names: Vec<&str> = v["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        ["sleeper-1", "sleeper-2", "spinner", "threads_memory"]
+    );
+
+    // The example's own amounts (KiB), with room for what libc and the loader add.
+    let total = &v["memory"]["total"];
+    let kib = |k: &str| total[k].as_u64().unwrap();
+    let within = |k: &str, made: u64, slack: u64| {
+        assert!(
+            (made..=made + slack).contains(&kib(k)),
+            "{k}: {} KiB, expected {made} KiB (+{slack})",
+            kib(k)
+        )
+    };
+    within("heap_kib", 64 * 64, 1024); // 64 mallocs of 64 KiB from the brk heap
+    within("stack_kib", 256, 512); // the touched 256 KiB stack array
+    within("anon_kib", 16 * 1024 + 3 * 8 * 1024, 8 * 1024); // private mapping + 3 thread buffers
+    within("shared_kib", 4 * 1024, 512); // the MAP_SHARED anonymous mapping
+    assert!(
+        kib("file_kib") > 0,
+        "the executable and libc are file-backed"
+    );
+    let node_sum: u64 = v["memory"]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["total_kib"].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        node_sum,
+        kib("total_kib"),
+        "per-node rows must add up to the total"
+    );
+}
+
+#[test]
+fn demo_runs_every_section_and_cleans_up() {
+    let out = Command::new(CONTEND).arg("demo").output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for needle in [
+        "1. Topology",
+        "$ contend topo",
+        "2. Where a process runs",
+        "$ contend where",
+        "spinner",
+        "Demo finished.",
+    ] {
+        assert!(stdout.contains(needle), "demo output lacks {needle:?}");
+    }
+    let build_dir = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("Examples are built with `cc` in "))
+        .or_else(|| {
+            stdout.lines().find_map(|l| {
+                l.split(" in ")
+                    .nth(1)
+                    .filter(|p| p.contains("contend-demo-"))
+            })
+        })
+        .map(|p| p.trim_end_matches('.').to_string())
+        .expect("the demo names its build directory");
+    assert!(
+        !Path::new(&build_dir).exists(),
+        "{build_dir} was not removed"
+    );
+}
