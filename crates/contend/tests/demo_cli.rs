@@ -124,15 +124,9 @@ fn demo_runs_every_section_and_cleans_up() {
     }
     let build_dir = stdout
         .lines()
-        .find_map(|l| l.strip_prefix("Examples are built with `cc` in "))
-        .or_else(|| {
-            stdout.lines().find_map(|l| {
-                l.split(" in ")
-                    .nth(1)
-                    .filter(|p| p.contains("contend-demo-"))
-            })
-        })
-        .map(|p| p.trim_end_matches('.').to_string())
+        .find(|l| l.starts_with("Examples are built with"))
+        .and_then(|l| l.rsplit(" in ").next())
+        .map(|p| p.trim_end_matches('.'))
         .expect("the demo names its build directory");
     assert!(
         !Path::new(&build_dir).exists(),
