@@ -1,0 +1,330 @@
+//! The event-stream container, byte by byte (docs/formats.md §2 describes the same layout).
+//!
+//! ```text
+//! file    = header chunk*
+//! header  = 64 bytes, little-endian, CRC32 of bytes 0..60 at 60
+//! chunk   = chunk header (24 bytes) + payload (payload_len bytes, CRC32 in the chunk header)
+//! ```
+//!
+//! Everything here is pure encoding and decoding of fixed layouts; no I/O.
+
+/// First 8 bytes of every stream file.
+pub const MAGIC: [u8; 8] = *b"CNTDSTRM";
+/// Container version; a reader rejects any other.
+pub const VERSION: u16 = 1;
+/// Written little-endian as bytes `02 01`; read back as 0x0201 on a byte-swapped file.
+pub const BYTE_ORDER_MARK: u16 = 0x0102;
+pub const HEADER_LEN: usize = 64;
+pub const CHUNK_HEADER_LEN: usize = 24;
+/// `"CHNK"` little-endian: marks the start of every chunk.
+pub const CHUNK_MAGIC: u32 = u32::from_le_bytes(*b"CHNK");
+/// Size of one event record.
+pub const RECORD_LEN: usize = 16;
+/// Largest payload a chunk may declare; a reader refuses larger ones before reading them.
+pub const MAX_CHUNK_PAYLOAD: usize = 64 << 20;
+/// Longest string a string table may hold.
+pub const MAX_STRING_LEN: usize = 64 << 10;
+/// The site index meaning "no call site recorded".
+pub const NO_SITE: u16 = u16::MAX;
+/// The string id meaning "no string".
+pub const NO_STRING: u32 = u32::MAX;
+/// Size of one call-site table entry.
+pub const SITE_ENTRY_LEN: usize = 16;
+/// Size of the trailer payload.
+pub const TRAILER_LEN: usize = 32;
+
+/// What a stream describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[repr(u16)]
+pub enum StreamKind {
+    /// One thread of a process (the lock probe writes one per thread).
+    Thread = 1,
+    /// A whole process.
+    Process = 2,
+    /// One MPI rank.
+    Rank = 3,
+    /// Machine-wide events (scheduler tracepoints, samplers).
+    System = 4,
+}
+
+impl StreamKind {
+    pub fn from_u16(v: u16) -> Option<StreamKind> {
+        Some(match v {
+            1 => StreamKind::Thread,
+            2 => StreamKind::Process,
+            3 => StreamKind::Rank,
+            4 => StreamKind::System,
+            _ => return None,
+        })
+    }
+}
+
+/// What the timestamps count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[repr(u16)]
+pub enum ClockSource {
+    /// CLOCK_MONOTONIC nanoseconds.
+    Monotonic = 1,
+    /// The x86 time-stamp counter; `clock_hz` is its calibrated rate and meta.json holds the
+    /// calibration pairs that map it to CLOCK_MONOTONIC.
+    Tsc = 2,
+    /// CLOCK_REALTIME nanoseconds (for streams merged across hosts).
+    Realtime = 3,
+}
+
+impl ClockSource {
+    pub fn from_u16(v: u16) -> Option<ClockSource> {
+        Some(match v {
+            1 => ClockSource::Monotonic,
+            2 => ClockSource::Tsc,
+            3 => ClockSource::Realtime,
+            _ => return None,
+        })
+    }
+}
+
+/// The fixed stream header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    pub kind: StreamKind,
+    pub clock: ClockSource,
+    /// Clock ticks per second (1e9 for the nanosecond clocks).
+    pub clock_hz: u64,
+    pub pid: u32,
+    /// Thread id for thread streams, else 0.
+    pub tid: u32,
+    /// MPI rank for rank streams, else -1.
+    pub rank: i32,
+    /// Clock value when the stream was opened.
+    pub base_time: u64,
+}
+
+impl Header {
+    pub fn encode(&self) -> [u8; HEADER_LEN] {
+        let mut b = [0u8; HEADER_LEN];
+        b[0..8].copy_from_slice(&MAGIC);
+        b[8..10].copy_from_slice(&VERSION.to_le_bytes());
+        b[10..12].copy_from_slice(&BYTE_ORDER_MARK.to_le_bytes());
+        b[12..14].copy_from_slice(&(HEADER_LEN as u16).to_le_bytes());
+        b[14..16].copy_from_slice(&(RECORD_LEN as u16).to_le_bytes());
+        b[16..18].copy_from_slice(&(self.kind as u16).to_le_bytes());
+        b[18..20].copy_from_slice(&(self.clock as u16).to_le_bytes());
+        // 20..24 flags, reserved (0)
+        b[24..32].copy_from_slice(&self.clock_hz.to_le_bytes());
+        b[32..36].copy_from_slice(&self.pid.to_le_bytes());
+        b[36..40].copy_from_slice(&self.tid.to_le_bytes());
+        b[40..44].copy_from_slice(&self.rank.to_le_bytes());
+        // 44..48 reserved
+        b[48..56].copy_from_slice(&self.base_time.to_le_bytes());
+        // 56..60 reserved
+        let crc = crc32fast::hash(&b[0..60]);
+        b[60..64].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+}
+
+/// Chunk kinds. Tables come before the events that use them, so a file cut at any chunk
+/// boundary is self-consistent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u16)]
+pub enum ChunkKind {
+    Events = 1,
+    Strings = 2,
+    Sites = 3,
+    Trailer = 4,
+}
+
+impl ChunkKind {
+    pub fn from_u16(v: u16) -> Option<ChunkKind> {
+        Some(match v {
+            1 => ChunkKind::Events,
+            2 => ChunkKind::Strings,
+            3 => ChunkKind::Sites,
+            4 => ChunkKind::Trailer,
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChunkHeader {
+    pub kind: ChunkKind,
+    pub payload_len: u32,
+    /// Records (events) or entries (tables); 0 for the trailer.
+    pub count: u32,
+    /// Events dropped since the previous events chunk (events chunks only).
+    pub dropped: u32,
+}
+
+impl ChunkHeader {
+    /// The 24-byte chunk header for `payload`. The CRC32 at bytes 20..24 covers header bytes
+    /// 0..20 and the payload, so every single-bit error in a chunk is detected.
+    pub fn encode(&self, payload: &[u8]) -> [u8; CHUNK_HEADER_LEN] {
+        let mut b = [0u8; CHUNK_HEADER_LEN];
+        b[0..4].copy_from_slice(&CHUNK_MAGIC.to_le_bytes());
+        b[4..6].copy_from_slice(&(self.kind as u16).to_le_bytes());
+        // 6..8 flags, reserved
+        b[8..12].copy_from_slice(&self.payload_len.to_le_bytes());
+        b[12..16].copy_from_slice(&self.count.to_le_bytes());
+        b[16..20].copy_from_slice(&self.dropped.to_le_bytes());
+        let crc = chunk_crc(&b[0..20], payload);
+        b[20..24].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+}
+
+/// CRC32 of a chunk header's first 20 bytes followed by its payload.
+pub fn chunk_crc(header_front: &[u8], payload: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(header_front);
+    h.update(payload);
+    h.finalize()
+}
+
+/// Event kinds. Discriminants are the on-disk values and never change meaning; new kinds take
+/// new numbers. Kinds this build does not know are read as [`EventKind::Unknown`] and counted,
+/// so a newer writer's stream still opens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EventKind {
+    /// A labelled point in time: `obj` is the string-table id of its label (or [`NO_STRING`]),
+    /// `aux` a byte of the writer's choosing, `site` the call site.
+    Mark,
+    Unknown(u8),
+}
+
+impl EventKind {
+    pub const MARK: u8 = 1;
+
+    pub fn from_u8(v: u8) -> EventKind {
+        match v {
+            Self::MARK => EventKind::Mark,
+            other => EventKind::Unknown(other),
+        }
+    }
+
+    pub fn to_u8(self) -> u8 {
+        match self {
+            EventKind::Mark => Self::MARK,
+            EventKind::Unknown(v) => v,
+        }
+    }
+
+    pub fn name(self) -> String {
+        match self {
+            EventKind::Mark => "mark".into(),
+            EventKind::Unknown(v) => format!("unknown kind {v}"),
+        }
+    }
+}
+
+/// One 16-byte event: `ts u64 | kind u8 | aux u8 | site u16 | obj u32`, little-endian.
+/// What `aux` and `obj` mean depends on the kind (for locks: flags and the lock's table index).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Record {
+    /// Clock value (see the header's clock source).
+    pub ts: u64,
+    pub kind: EventKind,
+    pub aux: u8,
+    /// Call-site table index, or [`NO_SITE`].
+    pub site: u16,
+    pub obj: u32,
+}
+
+impl Record {
+    pub fn encode(&self) -> [u8; RECORD_LEN] {
+        let mut b = [0u8; RECORD_LEN];
+        b[0..8].copy_from_slice(&self.ts.to_le_bytes());
+        b[8] = self.kind.to_u8();
+        b[9] = self.aux;
+        b[10..12].copy_from_slice(&self.site.to_le_bytes());
+        b[12..16].copy_from_slice(&self.obj.to_le_bytes());
+        b
+    }
+
+    pub fn decode(b: &[u8; RECORD_LEN]) -> Record {
+        Record {
+            ts: u64::from_le_bytes(b[0..8].try_into().unwrap_or_default()),
+            kind: EventKind::from_u8(b[8]),
+            aux: b[9],
+            site: u16::from_le_bytes([b[10], b[11]]),
+            obj: u32::from_le_bytes([b[12], b[13], b[14], b[15]]),
+        }
+    }
+}
+
+/// A call-site table entry: `id u32 | reserved u32 | address u64`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Site {
+    pub id: u16,
+    /// The return address in the target's address space (symbolised at analysis time with the
+    /// memory maps recorded in the run directory).
+    pub address: u64,
+}
+
+/// End-of-stream totals, written by a writer that was closed properly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Trailer {
+    pub events: u64,
+    pub dropped: u64,
+    /// Clock value at close.
+    pub end_time: u64,
+    pub strings: u32,
+    pub sites: u32,
+}
+
+impl Trailer {
+    pub fn encode(&self) -> [u8; TRAILER_LEN] {
+        let mut b = [0u8; TRAILER_LEN];
+        b[0..8].copy_from_slice(&self.events.to_le_bytes());
+        b[8..16].copy_from_slice(&self.dropped.to_le_bytes());
+        b[16..24].copy_from_slice(&self.end_time.to_le_bytes());
+        b[24..28].copy_from_slice(&self.strings.to_le_bytes());
+        b[28..32].copy_from_slice(&self.sites.to_le_bytes());
+        b
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_is_16_bytes_and_round_trips() {
+        let r = Record {
+            ts: 0x0102_0304_0506_0708,
+            kind: EventKind::Mark,
+            aux: 9,
+            site: 0x0a0b,
+            obj: 0x0c0d_0e0f,
+        };
+        let b = r.encode();
+        assert_eq!(
+            b,
+            [8, 7, 6, 5, 4, 3, 2, 1, 1, 9, 0x0b, 0x0a, 0x0f, 0x0e, 0x0d, 0x0c]
+        );
+        assert_eq!(Record::decode(&b), r);
+    }
+
+    #[test]
+    fn header_layout_is_pinned() {
+        let h = Header {
+            kind: StreamKind::Thread,
+            clock: ClockSource::Monotonic,
+            clock_hz: 1_000_000_000,
+            pid: 7,
+            tid: 8,
+            rank: -1,
+            base_time: 42,
+        };
+        let b = h.encode();
+        assert_eq!(&b[0..8], b"CNTDSTRM");
+        assert_eq!(&b[8..16], &[1, 0, 2, 1, 64, 0, 16, 0]);
+        assert_eq!(&b[40..44], &[0xff; 4]);
+        assert_eq!(
+            u32::from_le_bytes(b[60..64].try_into().unwrap()),
+            crc32fast::hash(&b[..60])
+        );
+    }
+}

@@ -1,0 +1,188 @@
+//! `meta.json`: what a run is (command, host, clock, topology), what was captured, what was
+//! unavailable and why, and the streams with their counts. Field-by-field in docs/formats.md §1.
+
+use serde::{Deserialize, Serialize};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Major schema version: a reader rejects a newer major version. Fields added within a major
+/// version are optional (`#[serde(default)]`), and unknown fields are ignored, so older
+/// readers read newer files of the same major version.
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Meta {
+    pub schema_version: u32,
+    pub tool: Tool,
+    /// The measured command line (argv), or the attached process's.
+    #[serde(default)]
+    pub command: Vec<String>,
+    /// The contend command line that made the run.
+    #[serde(default)]
+    pub recorded_by: Vec<String>,
+    pub started: Timestamp,
+    #[serde(default)]
+    pub ended: Option<Timestamp>,
+    #[serde(default)]
+    pub host: Host,
+    /// The machine's topology as `contend topo --json` prints it (null if not recorded).
+    #[serde(default)]
+    pub topology: serde_json::Value,
+    pub clock: Clock,
+    /// What this run recorded, e.g. `"mark"`, `"locks"`, `"schedstat"`.
+    #[serde(default)]
+    pub captured: Vec<String>,
+    /// What was asked for or usually recorded but could not be, with the reason.
+    #[serde(default)]
+    pub unavailable: Vec<Unavailable>,
+    #[serde(default)]
+    pub streams: Vec<StreamEntry>,
+    /// Sum of the streams' dropped events.
+    #[serde(default)]
+    pub events_dropped: u64,
+    /// The measured program's exit status, if it was launched by contend and exited.
+    #[serde(default)]
+    pub exit_status: Option<i32>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Tool {
+    pub name: String,
+    pub version: String,
+}
+
+/// A wall-clock instant, stored both ways: nanoseconds for arithmetic, RFC 3339 for people.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Timestamp {
+    pub unix_ns: u64,
+    pub utc: String,
+}
+
+impl Timestamp {
+    pub fn from_system(t: SystemTime) -> Timestamp {
+        let ns = t
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        Timestamp {
+            unix_ns: u64::try_from(ns).unwrap_or(u64::MAX),
+            utc: humantime::format_rfc3339_millis(t).to_string(),
+        }
+    }
+
+    pub fn now() -> Timestamp {
+        Timestamp::from_system(SystemTime::now())
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Host {
+    pub hostname: String,
+    /// `uname -r`.
+    pub kernel: String,
+    /// `uname -m`.
+    pub arch: String,
+}
+
+impl Host {
+    /// This machine, from /proc/sys/kernel (empty strings where unreadable).
+    pub fn this() -> Host {
+        let read = |p: &str| {
+            std::fs::read_to_string(p)
+                .map(|s| s.trim().to_string())
+                .unwrap_or_default()
+        };
+        Host {
+            hostname: read("/proc/sys/kernel/hostname"),
+            kernel: read("/proc/sys/kernel/osrelease"),
+            arch: std::env::consts::ARCH.to_string(),
+        }
+    }
+}
+
+/// The clock the streams' timestamps count.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Clock {
+    /// `monotonic`, `tsc` or `realtime` (as in the stream headers).
+    pub source: crate::format::ClockSource,
+    /// Ticks per second.
+    pub hz: u64,
+    /// Pairs of (clock ticks, CLOCK_MONOTONIC ns) taken during the run, for converting a TSC
+    /// to nanoseconds and checking its drift; empty for the nanosecond clocks.
+    #[serde(default)]
+    pub calibration: Vec<ClockPoint>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct ClockPoint {
+    pub ticks: u64,
+    pub monotonic_ns: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Unavailable {
+    pub what: String,
+    pub why: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StreamEntry {
+    /// Path relative to the run directory, e.g. `streams/t1234.cst`.
+    pub file: String,
+    pub kind: crate::format::StreamKind,
+    #[serde(default)]
+    pub pid: u32,
+    #[serde(default)]
+    pub tid: u32,
+    #[serde(default)]
+    pub rank: Option<i32>,
+    /// Counts as the recorder last knew them; the stream itself is authoritative.
+    #[serde(default)]
+    pub events: u64,
+    #[serde(default)]
+    pub dropped: u64,
+}
+
+impl Meta {
+    /// A meta for a run starting now, with a monotonic nanosecond clock.
+    pub fn new(command: Vec<String>) -> Meta {
+        Meta {
+            schema_version: SCHEMA_VERSION,
+            tool: Tool {
+                name: "contend".into(),
+                version: env!("CARGO_PKG_VERSION").into(),
+            },
+            command,
+            recorded_by: std::env::args().collect(),
+            started: Timestamp::now(),
+            ended: None,
+            host: Host::this(),
+            topology: serde_json::Value::Null,
+            clock: Clock {
+                source: crate::format::ClockSource::Monotonic,
+                hz: 1_000_000_000,
+                calibration: Vec::new(),
+            },
+            captured: Vec::new(),
+            unavailable: Vec::new(),
+            streams: Vec::new(),
+            events_dropped: 0,
+            exit_status: None,
+        }
+    }
+
+    /// Parses meta.json text, rejecting a newer major schema with a message that says so.
+    pub fn from_json(text: &str) -> Result<Meta, String> {
+        let value: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?;
+        match value.get("schema_version").and_then(|v| v.as_u64()) {
+            None => return Err("no schema_version: not a contend meta.json".into()),
+            Some(v) if v > u64::from(SCHEMA_VERSION) => {
+                return Err(format!(
+                    "schema version {v} is newer than this contend's {SCHEMA_VERSION}: upgrade contend to read it"
+                ))
+            }
+            Some(_) => {}
+        }
+        serde_json::from_value(value).map_err(|e| format!("does not match the schema: {e}"))
+    }
+}

@@ -1,0 +1,372 @@
+//! Event streams written and read back, and every way a stream can be damaged.
+
+use std::cell::RefCell;
+use std::io::Write;
+use std::rc::Rc;
+use trace::format::{HEADER_LEN, RECORD_LEN};
+use trace::{ClockSource, EventKind, Header, Problem, Record, Stream, StreamKind, StreamWriter};
+
+fn header() -> Header {
+    Header {
+        kind: StreamKind::Thread,
+        clock: ClockSource::Monotonic,
+        clock_hz: 1_000_000_000,
+        pid: 100,
+        tid: 101,
+        rank: -1,
+        base_time: 1_000,
+    }
+}
+
+/// Collects what a writer writes, so a test can read it back after `finish` consumed the writer.
+#[derive(Clone, Default)]
+struct SharedSink(Rc<RefCell<Vec<u8>>>);
+
+impl Write for SharedSink {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.borrow_mut().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Finishes a stream of `events` labelled marks with call sites, in chunks of `chunk` events.
+/// Returns the bytes and the offsets where each chunk ends (where a killed writer can stop).
+fn sample(events: u32, chunk: usize) -> (Vec<u8>, Vec<usize>) {
+    let sink = SharedSink::default();
+    let mut w = StreamWriter::new(sink.clone(), &header(), chunk).unwrap();
+    for i in 0..events {
+        let label = w.intern_string(if i % 2 == 0 { "even" } else { "odd" });
+        let site = w.intern_site(0x400000 + u64::from(i % 3) * 16);
+        w.push(&Record {
+            ts: 1_000 + u64::from(i) * 10,
+            kind: EventKind::Mark,
+            aux: (i % 256) as u8,
+            site,
+            obj: label,
+        });
+    }
+    assert_eq!(w.finish(99_999).unwrap().events, u64::from(events));
+    let bytes = sink.0.borrow().clone();
+    let mut bounds = vec![HEADER_LEN];
+    let mut pos = HEADER_LEN;
+    while pos < bytes.len() {
+        let len = u32::from_le_bytes(bytes[pos + 8..pos + 12].try_into().unwrap()) as usize;
+        pos += 24 + len;
+        bounds.push(pos);
+    }
+    (bytes, bounds)
+}
+
+#[test]
+fn round_trip_keeps_every_field() {
+    let (bytes, _) = sample(10, 4);
+    let s = Stream::parse(&bytes).unwrap();
+    assert_eq!(s.header, header());
+    assert!(s.is_complete());
+    assert_eq!((s.events, s.dropped), (10, 0));
+    assert_eq!(s.counts[&EventKind::Mark], 10);
+    assert_eq!((s.first_ts, s.last_ts), (Some(1_000), Some(1_090)));
+    let records: Vec<Record> = s.events().collect();
+    assert_eq!(records.len(), 10);
+    assert_eq!(s.string(records[3].obj), Some("odd"));
+    assert_eq!(s.site_address(records[4].site), Some(0x400010));
+    assert_eq!(records[7].aux, 7);
+    assert_eq!(s.trailer.unwrap().end_time, 99_999);
+    assert_eq!((s.string_count(), s.site_count()), (2, 3));
+}
+
+#[test]
+fn a_mark_costs_16_bytes_on_disk() {
+    let (small, _) = sample(1_000, 4096);
+    let (large, _) = sample(2_000, 4096);
+    assert_eq!(large.len() - small.len(), 1_000 * RECORD_LEN);
+}
+
+#[test]
+fn truncation_at_every_offset_is_caught_or_is_a_clean_cut() {
+    let (bytes, bounds) = sample(10, 4);
+    for len in 0..bytes.len() {
+        match Stream::parse(&bytes[..len]) {
+            Ok(s) => {
+                assert!(
+                    bounds.contains(&len),
+                    "cut at {len} inside a chunk was accepted"
+                );
+                assert!(!s.is_complete(), "cut at {len} still has a trailer");
+            }
+            Err(e) => {
+                assert!(!bounds.contains(&len), "clean cut at {len} rejected: {e}");
+                assert!(
+                    matches!(
+                        e.problem,
+                        Problem::TooShort { .. } | Problem::Truncated { .. }
+                    ),
+                    "cut at {len}: {e}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn every_single_bit_flip_is_rejected() {
+    let (bytes, _) = sample(10, 4);
+    for bit in 0..bytes.len() * 8 {
+        let mut damaged = bytes.clone();
+        damaged[bit / 8] ^= 1 << (bit % 8);
+        assert!(
+            Stream::parse(&damaged).is_err(),
+            "flipping bit {bit} (byte {}) went unnoticed",
+            bit / 8
+        );
+    }
+}
+
+#[test]
+fn specific_damage_gives_specific_errors() {
+    let (bytes, bounds) = sample(10, 4);
+    let mut b = bytes.clone();
+    b[0] = b'X';
+    assert_eq!(Stream::parse(&b).unwrap_err().problem, Problem::BadMagic);
+
+    let mut b = bytes.clone();
+    b[100] ^= 0x40; // inside the first chunk's payload
+    assert!(matches!(
+        Stream::parse(&b).unwrap_err().problem,
+        Problem::ChunkChecksum { chunk: 0 }
+    ));
+
+    // A huge declared length is refused before anything is read or allocated.
+    let mut b = bytes.clone();
+    let at = bounds[1];
+    b[at + 8..at + 12].copy_from_slice(&u32::MAX.to_le_bytes());
+    let e = Stream::parse(&b).unwrap_err();
+    assert!(
+        matches!(e.problem, Problem::ChunkTooLarge { chunk: 1, .. }),
+        "{e}"
+    );
+    assert_eq!(e.offset, at as u64 + 8);
+
+    // Garbage after the trailer.
+    let mut b = bytes.clone();
+    b.extend_from_slice(&[0; 5]);
+    assert_eq!(
+        Stream::parse(&b).unwrap_err().problem,
+        Problem::DataAfterTrailer { extra: 5 }
+    );
+
+    assert!(matches!(
+        Stream::parse(&[]).unwrap_err().problem,
+        Problem::TooShort { len: 0 }
+    ));
+}
+
+#[test]
+fn a_newer_version_or_swapped_byte_order_is_named() {
+    let (bytes, _) = sample(2, 4);
+    let fix_crc = |b: &mut Vec<u8>| {
+        let crc = crc32(&b[..60]);
+        b[60..64].copy_from_slice(&crc.to_le_bytes());
+    };
+    let mut b = bytes.clone();
+    b[8] = 2;
+    fix_crc(&mut b);
+    let e = Stream::parse(&b).unwrap_err();
+    assert_eq!(e.problem, Problem::UnsupportedVersion { found: 2 });
+    assert!(e.to_string().contains("version 2"));
+    let mut b = bytes.clone();
+    b.swap(10, 11);
+    fix_crc(&mut b);
+    assert_eq!(Stream::parse(&b).unwrap_err().problem, Problem::ByteOrder);
+}
+
+fn crc32(b: &[u8]) -> u32 {
+    // The same CRC-32 (IEEE) the format uses, computed bitwise so the test does not trust the
+    // implementation it checks.
+    let mut crc = !0u32;
+    for &byte in b {
+        crc ^= u32::from(byte);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+#[test]
+fn records_must_not_refer_to_undefined_tables() {
+    // Hand-build a stream whose event names site 5, never defined.
+    let mut bytes = header().encode().to_vec();
+    let rec = Record {
+        ts: 1,
+        kind: EventKind::Mark,
+        aux: 0,
+        site: 5,
+        obj: trace::NO_STRING,
+    }
+    .encode();
+    let ch = trace::format::ChunkHeader {
+        kind: trace::format::ChunkKind::Events,
+        payload_len: 16,
+        count: 1,
+        dropped: 0,
+    }
+    .encode(&rec);
+    bytes.extend_from_slice(&ch);
+    bytes.extend_from_slice(&rec);
+    assert_eq!(
+        Stream::parse(&bytes).unwrap_err().problem,
+        Problem::UndefinedSite { event: 0, site: 5 }
+    );
+}
+
+#[test]
+fn unknown_event_kinds_are_counted_not_refused() {
+    let sink = SharedSink::default();
+    let mut w = StreamWriter::new(sink.clone(), &header(), 8).unwrap();
+    w.push(&Record {
+        kind: EventKind::Unknown(200),
+        ..mark(5)
+    });
+    w.finish(6).unwrap();
+    let bytes = sink.0.borrow().clone();
+    let s = Stream::parse(&bytes).unwrap();
+    assert_eq!(s.counts[&EventKind::Unknown(200)], 1);
+}
+
+/// A sink that accepts `limit` bytes, then fails every write.
+struct FailingSink {
+    written: Vec<u8>,
+    limit: usize,
+}
+impl Write for FailingSink {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        if self.written.len() + b.len() > self.limit {
+            return Err(std::io::Error::other("disk full"));
+        }
+        self.written.extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn mark(ts: u64) -> Record {
+    Record {
+        ts,
+        kind: EventKind::Mark,
+        aux: 0,
+        site: trace::NO_SITE,
+        obj: trace::NO_STRING,
+    }
+}
+
+#[test]
+fn a_failing_disk_drops_and_counts_events_without_blocking() {
+    let sink = FailingSink {
+        written: Vec::new(),
+        limit: HEADER_LEN + 24 + 10 * RECORD_LEN,
+    };
+    let mut w = StreamWriter::new(sink, &header(), 10).unwrap();
+    for t in 0..35 {
+        w.push(&mark(t));
+    }
+    // 10 written, the next 10 failed to write, the next 10 were dropped as the buffer filled
+    // on a cut stream; 5 remain buffered.
+    assert_eq!(w.events_written(), 10);
+    assert_eq!(w.dropped(), 20);
+    assert!(
+        w.finish(99).is_err(),
+        "a cut stream reports the failure at close"
+    );
+}
+
+#[test]
+fn a_byte_limit_keeps_the_trailer_and_counts_drops() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("limited.cst");
+    let file = std::fs::File::create(&path).unwrap();
+    let limit = (HEADER_LEN + 24 + 100 * RECORD_LEN + 24 + 32 + 200) as u64;
+    let mut w = StreamWriter::new(file, &header(), 100)
+        .unwrap()
+        .with_byte_limit(limit);
+    for t in 0..1_000 {
+        w.push(&mark(t));
+    }
+    let summary = w.finish(2_000).unwrap();
+    assert_eq!(summary.events + summary.dropped, 1_000);
+    assert!(summary.bytes <= limit);
+    let f = trace::StreamFile::open(&path).unwrap();
+    let s = f.parse().unwrap();
+    assert!(s.is_complete());
+    assert_eq!((s.events, s.dropped), (summary.events, summary.dropped));
+    assert!(s.dropped >= 800, "{}", s.dropped);
+}
+
+const CHILD_ENV: &str = "CONTEND_TRACE_TEST_CHILD_FILE";
+
+/// Not a test on its own: when run as a child by `a_killed_writer_leaves_what_it_flushed`, it
+/// writes a stream, flushes part of it, signals readiness and waits to be killed.
+#[test]
+fn child_writer_for_kill_test() {
+    let Ok(path) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let mut w = StreamWriter::new(std::fs::File::create(path).unwrap(), &header(), 1_000).unwrap();
+    let label = w.intern_string("before the kill");
+    for t in 0..10_000u64 {
+        w.push(&Record {
+            obj: label,
+            ..mark(t)
+        });
+    }
+    w.flush().unwrap();
+    for t in 0..500u64 {
+        w.push(&mark(t)); // buffered, never flushed: lost with the process, as documented
+    }
+    println!("flushed");
+    std::io::stdout().flush().unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(60));
+}
+
+#[test]
+fn a_killed_writer_leaves_what_it_flushed() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("killed.cst");
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_writer_for_kill_test",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ENV, &path)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("flushed") {
+        line.clear();
+        assert!(out.read_line(&mut line).unwrap() > 0, "child ended early");
+    }
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    child.wait().unwrap();
+    let f = trace::StreamFile::open(&path).unwrap();
+    let s = f.parse().unwrap();
+    assert!(!s.is_complete(), "no trailer after SIGKILL");
+    assert_eq!(s.events, 10_000);
+    assert_eq!(
+        s.string(s.events().next().unwrap().obj),
+        Some("before the kill")
+    );
+}
