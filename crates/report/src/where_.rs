@@ -8,7 +8,7 @@ use crate::table::{human_kib, new_table};
 use observe::{MemoryKind, MemoryTotals, NodeMemory, NumaMemory, ProcessInfo, ThreadSample};
 use serde::Serialize;
 use std::fmt::Write;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 use topology::Topology;
 
 /// Every fact `contend where` shows, as `--json` prints it.
@@ -354,31 +354,7 @@ pub fn threads_per_node_line(v: &WhereView) -> String {
 
 /// `2026-05-01T12:00:00.250Z` (milliseconds, since `--watch` may refresh faster than 1 s).
 pub fn utc_timestamp(t: SystemTime) -> String {
-    let since_epoch = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = since_epoch.as_secs();
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (y, m, d) = civil_from_days(days as i64);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        since_epoch.subsec_millis()
-    )
-}
-
-/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
+    humantime::format_rfc3339_millis(t).to_string()
 }
 
 #[cfg(test)]
@@ -387,7 +363,7 @@ mod tests {
     use observe::numa_maps;
     use observe::{SchedStat, ThreadState};
     use std::collections::HashMap;
-    use std::time::Duration;
+    use std::time::{Duration, UNIX_EPOCH};
 
     fn thread(tid: u32, name: &str, cpu: u32, sched: bool, allowed: &str) -> ThreadSample {
         ThreadSample {

@@ -49,6 +49,15 @@ pub enum StreamKind {
 }
 
 impl StreamKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            StreamKind::Thread => "thread",
+            StreamKind::Process => "process",
+            StreamKind::Rank => "rank",
+            StreamKind::System => "system",
+        }
+    }
+
     pub fn from_u16(v: u16) -> Option<StreamKind> {
         Some(match v {
             1 => StreamKind::Thread,
@@ -75,6 +84,14 @@ pub enum ClockSource {
 }
 
 impl ClockSource {
+    pub fn name(self) -> &'static str {
+        match self {
+            ClockSource::Monotonic => "monotonic",
+            ClockSource::Tsc => "tsc",
+            ClockSource::Realtime => "realtime",
+        }
+    }
+
     pub fn from_u16(v: u16) -> Option<ClockSource> {
         Some(match v {
             1 => ClockSource::Monotonic,
@@ -197,6 +214,7 @@ pub enum EventKind {
 impl EventKind {
     pub const MARK: u8 = 1;
 
+    #[inline]
     pub fn from_u8(v: u8) -> EventKind {
         match v {
             Self::MARK => EventKind::Mark,
@@ -204,6 +222,7 @@ impl EventKind {
         }
     }
 
+    #[inline]
     pub fn to_u8(self) -> u8 {
         match self {
             EventKind::Mark => Self::MARK,
@@ -233,6 +252,7 @@ pub struct Record {
 }
 
 impl Record {
+    #[inline]
     pub fn encode(&self) -> [u8; RECORD_LEN] {
         let mut b = [0u8; RECORD_LEN];
         b[0..8].copy_from_slice(&self.ts.to_le_bytes());
@@ -243,6 +263,7 @@ impl Record {
         b
     }
 
+    #[inline]
     pub fn decode(b: &[u8; RECORD_LEN]) -> Record {
         Record {
             ts: u64::from_le_bytes(b[0..8].try_into().unwrap_or_default()),

@@ -89,7 +89,11 @@ pub struct Stream<'a> {
     /// (offset of the first record, number of records) of each events chunk.
     event_chunks: Vec<(usize, usize)>,
     strings: HashMap<u32, &'a str>,
-    sites: HashMap<u16, u64>,
+    /// Indexed by site id (ids are below 65535, so this is bounded at 1 MiB).
+    sites: Vec<Option<u64>>,
+    site_count: usize,
+    /// Events per kind byte while validating; folded into `counts` at the end.
+    kind_counts: Box<[u64; 256]>,
     pub trailer: Option<Trailer>,
     /// Events in the file.
     pub events: u64,
@@ -174,7 +178,9 @@ impl<'a> Stream<'a> {
             bytes,
             event_chunks: Vec::new(),
             strings: HashMap::new(),
-            sites: HashMap::new(),
+            sites: Vec::new(),
+            site_count: 0,
+            kind_counts: Box::new([0; 256]),
             trailer: None,
             events: 0,
             dropped: 0,
@@ -305,6 +311,11 @@ impl<'a> Stream<'a> {
             chunk += 1;
         }
         s.dropped = s.trailer.map_or(chunk_drops, |t| t.dropped);
+        for (kind, &n) in s.kind_counts.iter().enumerate() {
+            if n > 0 {
+                s.counts.insert(EventKind::from_u8(kind as u8), n);
+            }
+        }
         Ok(s)
     }
 
@@ -314,7 +325,7 @@ impl<'a> Stream<'a> {
             let off = at + i * RECORD_LEN;
             let r = decode_at(self.bytes, off);
             let event = self.events;
-            if r.site != NO_SITE && !self.sites.contains_key(&r.site) {
+            if r.site != NO_SITE && self.site_address(r.site).is_none() {
                 return Err(ReadError::at(
                     off + 10,
                     Problem::UndefinedSite {
@@ -330,7 +341,7 @@ impl<'a> Stream<'a> {
                     Problem::UndefinedString { event, id: r.obj },
                 ));
             }
-            *self.counts.entry(r.kind).or_insert(0) += 1;
+            self.kind_counts[usize::from(r.kind.to_u8())] += 1;
             self.first_ts = Some(self.first_ts.map_or(r.ts, |t| t.min(r.ts)));
             self.last_ts = Some(self.last_ts.map_or(r.ts, |t| t.max(r.ts)));
             self.events += 1;
@@ -385,9 +396,14 @@ impl<'a> Stream<'a> {
                 .ok()
                 .filter(|&i| i != NO_SITE)
                 .ok_or(format!("site id {id} is out of range"))?;
-            if self.sites.insert(id, address).is_some() {
+            let slot = usize::from(id);
+            if self.sites.len() <= slot {
+                self.sites.resize(slot + 1, None);
+            }
+            if self.sites[slot].replace(address).is_some() {
                 return Err(format!("site id {id} is defined twice"));
             }
+            self.site_count += 1;
         }
         Ok(())
     }
@@ -409,7 +425,7 @@ impl<'a> Stream<'a> {
     }
 
     pub fn site_address(&self, id: u16) -> Option<u64> {
-        self.sites.get(&id).copied()
+        self.sites.get(usize::from(id)).copied().flatten()
     }
 
     pub fn string_count(&self) -> usize {
@@ -417,7 +433,7 @@ impl<'a> Stream<'a> {
     }
 
     pub fn site_count(&self) -> usize {
-        self.sites.len()
+        self.site_count
     }
 }
 

@@ -370,3 +370,16 @@ fn a_killed_writer_leaves_what_it_flushed() {
         Some("before the kill")
     );
 }
+
+/// Writes valid streams into `$CONTEND_FUZZ_SEED_DIR` to seed the fuzzer's corpus; does
+/// nothing otherwise (scripts/fuzz.sh runs it).
+#[test]
+fn write_fuzz_seeds() {
+    let Ok(dir) = std::env::var("CONTEND_FUZZ_SEED_DIR") else {
+        return;
+    };
+    for (name, events, chunk) in [("small", 3, 2), ("tables", 40, 8), ("empty", 0, 4)] {
+        let (bytes, _) = sample(events, chunk);
+        std::fs::write(std::path::Path::new(&dir).join(name), bytes).unwrap();
+    }
+}
