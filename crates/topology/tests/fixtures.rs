@@ -257,14 +257,17 @@ fn intel_haswell_offline_cpus_and_offline_node() {
     assert_eq!(t.possible, Some(set("0-191")));
 }
 
+fn kinds_of(t: &Topology) -> Vec<(String, CpuSet)> {
+    t.core_kinds
+        .iter()
+        .map(|k| (k.name.clone(), k.cpus.clone()))
+        .collect()
+}
+
 #[test]
 fn intel_raptorlake_hybrid_core_kinds() {
     let t = check_common("intel-raptorlake-hybrid");
-    let kinds: Vec<(String, CpuSet)> = t
-        .core_kinds
-        .iter()
-        .map(|k| (k.name.clone(), k.cpus.clone()))
-        .collect();
+    let kinds = kinds_of(&t);
     assert_eq!(
         kinds,
         [
@@ -296,11 +299,7 @@ fn intel_xeon4108_smt_siblings_and_sparse_possible() {
 fn nvidia_gb10_arm_kinds_from_midr() {
     let t = check_common("nvidia-gb10-arm-hybrid");
     assert_eq!(t.packages[0].os_id, Some(36));
-    let kinds: Vec<(String, CpuSet)> = t
-        .core_kinds
-        .iter()
-        .map(|k| (k.name.clone(), k.cpus.clone()))
-        .collect();
+    let kinds = kinds_of(&t);
     assert_eq!(
         kinds,
         [

@@ -1,12 +1,25 @@
 //! Cost of recording one event with `StreamWriter`, and of validating it with the reader.
-//! Run: `cargo run --release -p trace --example writer_cost`. Prints ns per event and bytes per
-//! event; the figures go to docs/benchmarks.md.
+//! Run: `cargo run --release -p trace --example writer_cost`. Prints ns and bytes per event;
+//! the figures go to docs/benchmarks.md.
 
+use std::io::Write;
 use std::time::Instant;
 use trace::{ClockSource, EventKind, Header, Record, Stream, StreamKind, StreamWriter};
 
-fn main() {
-    let n: u64 = 20_000_000;
+const EVENTS: u64 = 20_000_000;
+
+fn mark(ts: u64) -> Record {
+    Record {
+        ts,
+        kind: EventKind::Mark,
+        aux: 0,
+        site: 0,
+        obj: trace::NO_STRING,
+    }
+}
+
+/// Writes `EVENTS` marks into `sink`; returns ns per event and the sink.
+fn write_all<S: Write>(sink: S) -> (f64, S) {
     let header = Header {
         kind: StreamKind::Thread,
         clock: ClockSource::Monotonic,
@@ -16,78 +29,56 @@ fn main() {
         rank: -1,
         base_time: 0,
     };
-    let mut best_write = f64::MAX;
-    let mut bytes = Vec::new();
-    for _ in 0..5 {
-        let mut out = Vec::with_capacity((n as usize) * 17);
-        let mut w = StreamWriter::new(&mut out, &header, trace::DEFAULT_CHUNK_EVENTS).unwrap();
-        let site = w.intern_site(0x401000);
-        let t0 = Instant::now();
-        for i in 0..n {
-            w.push(&Record {
-                ts: i,
-                kind: EventKind::Mark,
-                aux: 0,
-                site,
-                obj: trace::NO_STRING,
-            });
-        }
-        w.finish(n).unwrap();
-        best_write = best_write.min(t0.elapsed().as_nanos() as f64 / n as f64);
-        bytes = out;
-    }
-    // The same into a sink that discards: the writer's own cost, without memory growth.
-    let mut best_sink = f64::MAX;
-    for _ in 0..5 {
-        let mut w =
-            StreamWriter::new(std::io::sink(), &header, trace::DEFAULT_CHUNK_EVENTS).unwrap();
-        let t0 = Instant::now();
-        for i in 0..n {
-            w.push(&Record {
-                ts: i,
-                kind: EventKind::Mark,
-                aux: 0,
-                site: 0,
-                obj: trace::NO_STRING,
-            });
-        }
-        w.finish(n).unwrap();
-        best_sink = best_sink.min(t0.elapsed().as_nanos() as f64 / n as f64);
-    }
-    // Reference: the same 16-byte stores into a reused buffer, with no writer at all.
-    let mut v: Vec<u8> = Vec::with_capacity(65536 + 64);
+    let mut w = StreamWriter::new(sink, &header, trace::DEFAULT_CHUNK_EVENTS).unwrap();
+    assert_eq!(w.intern_site(0x401000), 0);
     let t0 = Instant::now();
-    for i in 0..n {
-        if v.len() >= 65536 {
-            std::hint::black_box(&v);
-            v.clear();
-        }
-        let r = Record {
-            ts: i,
-            kind: EventKind::Mark,
-            aux: 0,
-            site: 0,
-            obj: trace::NO_STRING,
-        };
-        v.extend_from_slice(&r.encode());
+    for i in 0..EVENTS {
+        w.push(&mark(i));
     }
-    println!(
-        "reference (bare stores): {:.2} ns/event",
-        t0.elapsed().as_nanos() as f64 / n as f64
-    );
-    println!("write, null sink:       {best_sink:.2} ns/event (best of 5)");
+    let sink = w.finish_into(EVENTS).unwrap();
+    (t0.elapsed().as_nanos() as f64 / EVENTS as f64, sink)
+}
+
+fn best_of_5(mut run: impl FnMut() -> f64) -> f64 {
+    (0..5).map(|_| run()).fold(f64::MAX, f64::min)
+}
+
+fn main() {
+    // Reference: the same 16-byte stores into a reused buffer, with no writer at all.
+    let reference = best_of_5(|| {
+        let mut v: Vec<u8> = Vec::with_capacity(65536 + 64);
+        let t0 = Instant::now();
+        for i in 0..EVENTS {
+            if v.len() >= 65536 {
+                std::hint::black_box(&v);
+                v.clear();
+            }
+            v.extend_from_slice(&mark(i).encode());
+        }
+        t0.elapsed().as_nanos() as f64 / EVENTS as f64
+    });
+    let null_sink = best_of_5(|| write_all(std::io::sink()).0);
+    let mut bytes = Vec::new();
+    let growing = best_of_5(|| {
+        let (ns, out) = write_all(Vec::with_capacity(EVENTS as usize * 17));
+        bytes = out;
+        ns
+    });
     let t0 = Instant::now();
     let s = Stream::parse(&bytes).unwrap();
     let sum: u64 = s.events().map(|r| r.ts).sum();
-    let read = t0.elapsed().as_nanos() as f64 / n as f64;
-    assert_eq!(sum, n * (n - 1) / 2);
-    println!("write, growing Vec:    {best_write:.2} ns/event (best of 5; includes page faults)");
+    let read = t0.elapsed().as_nanos() as f64 / EVENTS as f64;
+    assert_eq!(sum, EVENTS * (EVENTS - 1) / 2);
+
+    println!("reference (bare stores): {reference:.2} ns/event");
+    println!("write, null sink:        {null_sink:.2} ns/event");
+    println!("write, growing Vec:      {growing:.2} ns/event (includes its page faults)");
     println!(
-        "validate + iterate:    {read:.2} ns/event ({:.0} M events/s)",
+        "validate + iterate:      {read:.2} ns/event ({:.0} M events/s)",
         1e3 / read
     );
     println!(
-        "bytes per event:       {:.3} ({n} events)",
-        bytes.len() as f64 / n as f64
+        "bytes per event:         {:.3} ({EVENTS} events; best of 5 runs each)",
+        bytes.len() as f64 / EVENTS as f64
     );
 }

@@ -253,7 +253,16 @@ impl<S: Write> StreamWriter<S> {
 
     /// Flushes and writes the trailer. `end_time` is the clock value at close. Fails only if
     /// the sink failed; a stream at its byte limit still ends with a trailer counting the drops.
-    pub fn finish(mut self, end_time: u64) -> io::Result<WriteSummary> {
+    pub fn finish(self, end_time: u64) -> io::Result<WriteSummary> {
+        self.close(end_time).map(|(summary, _)| summary)
+    }
+
+    /// [`Self::finish`], handing back the sink (an in-memory buffer, say).
+    pub fn finish_into(self, end_time: u64) -> io::Result<S> {
+        self.close(end_time).map(|(_, sink)| sink)
+    }
+
+    fn close(mut self, end_time: u64) -> io::Result<(WriteSummary, S)> {
         self.flush()?;
         let trailer = Trailer {
             events: self.events,
@@ -265,10 +274,11 @@ impl<S: Write> StreamWriter<S> {
         .encode();
         self.write_chunk(ChunkKind::Trailer, 0, 0, &trailer)?;
         self.sink.flush()?;
-        Ok(WriteSummary {
+        let summary = WriteSummary {
             events: self.events,
             dropped: self.dropped,
             bytes: self.bytes,
-        })
+        };
+        Ok((summary, self.sink))
     }
 }

@@ -1,8 +1,6 @@
 //! Event streams written and read back, and every way a stream can be damaged.
 
-use std::cell::RefCell;
 use std::io::Write;
-use std::rc::Rc;
 use trace::format::{HEADER_LEN, RECORD_LEN};
 use trace::{ClockSource, EventKind, Header, Problem, Record, Stream, StreamKind, StreamWriter};
 
@@ -18,25 +16,10 @@ fn header() -> Header {
     }
 }
 
-/// Collects what a writer writes, so a test can read it back after `finish` consumed the writer.
-#[derive(Clone, Default)]
-struct SharedSink(Rc<RefCell<Vec<u8>>>);
-
-impl Write for SharedSink {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.borrow_mut().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// Finishes a stream of `events` labelled marks with call sites, in chunks of `chunk` events.
 /// Returns the bytes and the offsets where each chunk ends (where a killed writer can stop).
 fn sample(events: u32, chunk: usize) -> (Vec<u8>, Vec<usize>) {
-    let sink = SharedSink::default();
-    let mut w = StreamWriter::new(sink.clone(), &header(), chunk).unwrap();
+    let mut w = StreamWriter::new(Vec::new(), &header(), chunk).unwrap();
     for i in 0..events {
         let label = w.intern_string(if i % 2 == 0 { "even" } else { "odd" });
         let site = w.intern_site(0x400000 + u64::from(i % 3) * 16);
@@ -48,8 +31,7 @@ fn sample(events: u32, chunk: usize) -> (Vec<u8>, Vec<usize>) {
             obj: label,
         });
     }
-    assert_eq!(w.finish(99_999).unwrap().events, u64::from(events));
-    let bytes = sink.0.borrow().clone();
+    let bytes = w.finish_into(99_999).unwrap();
     let mut bounds = vec![HEADER_LEN];
     let mut pos = HEADER_LEN;
     while pos < bytes.len() {
@@ -229,14 +211,12 @@ fn records_must_not_refer_to_undefined_tables() {
 
 #[test]
 fn unknown_event_kinds_are_counted_not_refused() {
-    let sink = SharedSink::default();
-    let mut w = StreamWriter::new(sink.clone(), &header(), 8).unwrap();
+    let mut w = StreamWriter::new(Vec::new(), &header(), 8).unwrap();
     w.push(&Record {
         kind: EventKind::Unknown(200),
         ..mark(5)
     });
-    w.finish(6).unwrap();
-    let bytes = sink.0.borrow().clone();
+    let bytes = w.finish_into(6).unwrap();
     let s = Stream::parse(&bytes).unwrap();
     assert_eq!(s.counts[&EventKind::Unknown(200)], 1);
 }
