@@ -13,6 +13,7 @@ fuzz_target!(|data: &[u8]| {
             let _ = stream.site_address(r.site);
         }
         assert_eq!(n, stream.events);
+        assert_eq!(stream.counts.values().sum::<u64>(), stream.events);
     }
     let _ = trace::meta::Meta::from_json(&String::from_utf8_lossy(data));
 });

@@ -18,6 +18,10 @@ fn make_run(root: &Path) -> PathBuf {
     let run = RunDir::create(&root.join("contend.data")).unwrap();
     let mut meta = Meta::new(vec!["./example".into(), "4".into()]);
     meta.captured.push("mark".into());
+    meta.unavailable.push(trace::meta::Unavailable {
+        what: "hardware counters".into(),
+        why: "no PMU in this VM".into(),
+    });
     for (name, tid, n, close) in [("t1", 11, 300u64, true), ("t2", 12, 100, false)] {
         let (path, rel) = run.stream_path(name);
         let header = Header {
@@ -77,8 +81,24 @@ fn a_run_is_summarised_per_stream() {
         "{text}"
     );
     assert!(
-        text.contains("mark: 300") && text.contains("mark: 100"),
+        text.contains("unavailable: hardware counters: no PMU in this VM"),
         "{text}"
+    );
+    assert!(
+        text.contains("clock:       monotonic (1000000000 Hz)"),
+        "{text}"
+    );
+    let row = |file: &str| {
+        let line = text.lines().find(|l| l.contains(file)).unwrap_or_default();
+        line.split_whitespace().collect::<Vec<_>>().join(" ")
+    };
+    assert_eq!(
+        row("streams/t1.cst"),
+        "│ streams/t1.cst thread 10 11 300 mark: 300 0.299000 0 yes │"
+    );
+    assert_eq!(
+        row("streams/t2.cst"),
+        "│ streams/t2.cst thread 10 12 100 mark: 100 0.099000 0 NO │"
     );
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(
@@ -92,6 +112,37 @@ fn a_run_is_summarised_per_stream() {
     assert_eq!(v["streams"][0]["complete"], true);
     assert_eq!(v["streams"][1]["complete"], false);
     assert_eq!(v["streams"][0]["span_s"], 0.299);
+    assert_eq!(v["streams"][1]["events_by_kind"]["mark"], 100);
+    assert_eq!(v["clock"]["source"], "monotonic");
+    assert_eq!(v["clock"]["hz"], 1_000_000_000u64);
+    assert_eq!(v["unavailable"][0]["what"], "hardware counters");
+}
+
+#[test]
+fn a_stream_missing_from_meta_is_read_with_a_note() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = make_run(dir.path());
+    std::fs::copy(run.join("streams/t1.cst"), run.join("streams/t3.cst")).unwrap();
+    let out = contend(&["report", run.to_str().unwrap()]);
+    assert!(out.status.success());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("streams/t3.cst is not listed in meta.json"),
+        "{stderr}"
+    );
+    assert!(String::from_utf8(out.stdout)
+        .unwrap()
+        .contains("700 in 3 stream(s)"));
+}
+
+#[test]
+fn an_empty_or_missing_stream_file_is_refused_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = make_run(dir.path());
+    std::fs::write(run.join("streams/t1.cst"), b"").unwrap();
+    assert_refused(&run, "streams/t1.cst: at byte 0: the file is 0 bytes");
+    std::fs::remove_file(run.join("streams/t1.cst")).unwrap();
+    assert_refused(&run, "streams/t1.cst");
 }
 
 fn assert_refused(run: &Path, needle: &str) {

@@ -14,18 +14,29 @@ pub struct RunSummary {
     pub run: String,
     pub command: Vec<String>,
     pub started_utc: String,
+    pub started_unix_ns: u64,
     pub ended_utc: Option<String>,
     /// Wall-clock duration from meta.json, in s.
     pub duration_s: Option<f64>,
     pub host: String,
     pub kernel: String,
-    pub clock: String,
+    pub clock: ClockSummary,
     pub captured: Vec<String>,
     pub unavailable: Vec<Unavailable>,
     pub streams: Vec<StreamSummary>,
     pub events: u64,
     pub events_dropped: u64,
     pub exit_status: Option<i32>,
+}
+
+/// The clock the streams' timestamps count.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClockSummary {
+    pub source: trace::ClockSource,
+    /// Ticks per second.
+    pub hz: u64,
+    /// Pairs (ticks, CLOCK_MONOTONIC ns) recorded to convert and check the clock.
+    pub calibration_points: usize,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -71,6 +82,7 @@ impl RunSummary {
             run: run.to_string(),
             command: meta.command.clone(),
             started_utc: meta.started.utc.clone(),
+            started_unix_ns: meta.started.unix_ns,
             ended_utc: meta.ended.as_ref().map(|e| e.utc.clone()),
             duration_s: meta
                 .ended
@@ -78,16 +90,11 @@ impl RunSummary {
                 .map(|e| e.unix_ns.saturating_sub(meta.started.unix_ns) as f64 / 1e9),
             host: meta.host.hostname.clone(),
             kernel: meta.host.kernel.clone(),
-            clock: format!(
-                "{} ({} Hz{})",
-                meta.clock.source.name(),
-                meta.clock.hz,
-                if meta.clock.calibration.is_empty() {
-                    String::new()
-                } else {
-                    format!(", {} calibration points", meta.clock.calibration.len())
-                }
-            ),
+            clock: ClockSummary {
+                source: meta.clock.source,
+                hz: meta.clock.hz,
+                calibration_points: meta.clock.calibration.len(),
+            },
             captured: meta.captured.clone(),
             unavailable: meta.unavailable.clone(),
             events: streams.iter().map(|s| s.events).sum(),
@@ -123,7 +130,17 @@ pub fn render(r: &RunSummary) -> String {
             .unwrap_or_default()
     );
     let _ = writeln!(out, "  host:        {} (Linux {})", r.host, r.kernel);
-    let _ = writeln!(out, "  clock:       {}", r.clock);
+    let c = &r.clock;
+    let _ = writeln!(
+        out,
+        "  clock:       {} ({} Hz{})",
+        c.source.name(),
+        c.hz,
+        match c.calibration_points {
+            0 => String::new(),
+            n => format!(", {n} calibration points"),
+        }
+    );
     let captured = if r.captured.is_empty() {
         "nothing".to_string()
     } else {

@@ -58,6 +58,11 @@ fn main() {
         t0.elapsed().as_nanos() as f64 / EVENTS as f64
     });
     let null_sink = best_of_5(|| write_all(std::io::sink()).0);
+    // A real file, as the probe writes: one write(2) per 64 KiB chunk into the page cache.
+    let file_path =
+        std::env::temp_dir().join(format!("contend-writer-cost-{}.cst", std::process::id()));
+    let to_file = best_of_5(|| write_all(std::fs::File::create(&file_path).unwrap()).0);
+    let _ = std::fs::remove_file(&file_path);
     let mut bytes = Vec::new();
     let growing = best_of_5(|| {
         let (ns, out) = write_all(Vec::with_capacity(EVENTS as usize * 17));
@@ -72,6 +77,7 @@ fn main() {
 
     println!("reference (bare stores): {reference:.2} ns/event");
     println!("write, null sink:        {null_sink:.2} ns/event");
+    println!("write, file in $TMPDIR:  {to_file:.2} ns/event");
     println!("write, growing Vec:      {growing:.2} ns/event (includes its page faults)");
     println!(
         "validate + iterate:      {read:.2} ns/event ({:.0} M events/s)",

@@ -28,7 +28,8 @@ pub const MAX_STRING_LEN: usize = 64 << 10;
 pub const NO_SITE: u16 = u16::MAX;
 /// The string id meaning "no string".
 pub const NO_STRING: u32 = u32::MAX;
-/// Size of one call-site table entry.
+/// Size of one call-site table entry: `id u32 | reserved u32 | address u64`, the address being
+/// a return address in the target (symbolised at analysis time).
 pub const SITE_ENTRY_LEN: usize = 16;
 /// Size of the trailer payload.
 pub const TRAILER_LEN: usize = 32;
@@ -203,6 +204,10 @@ pub fn chunk_crc(header_front: &[u8], payload: &[u8]) -> u32 {
 /// Event kinds. Discriminants are the on-disk values and never change meaning; new kinds take
 /// new numbers. Kinds this build does not know are read as [`EventKind::Unknown`] and counted,
 /// so a newer writer's stream still opens.
+///
+/// Adding a kind: a variant and its `const` number, its arms in `from_u8`, `to_u8` and `name`,
+/// a row in docs/formats.md §2.3, and, if its `obj` or `aux` names a table entry, the check in
+/// `reader::Stream::check_events`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum EventKind {
     /// A labelled point in time: `obj` is the string-table id of its label (or [`NO_STRING`]),
@@ -273,15 +278,6 @@ impl Record {
             obj: u32::from_le_bytes([b[12], b[13], b[14], b[15]]),
         }
     }
-}
-
-/// A call-site table entry: `id u32 | reserved u32 | address u64`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Site {
-    pub id: u16,
-    /// The return address in the target's address space (symbolised at analysis time with the
-    /// memory maps recorded in the run directory).
-    pub address: u64,
 }
 
 /// End-of-stream totals, written by a writer that was closed properly.

@@ -183,6 +183,31 @@ impl Meta {
             }
             Some(_) => {}
         }
-        serde_json::from_value(value).map_err(|e| format!("does not match the schema: {e}"))
+        let meta: Meta =
+            serde_json::from_value(value).map_err(|e| format!("does not match the schema: {e}"))?;
+        meta.check()?;
+        Ok(meta)
+    }
+
+    /// What the schema's types cannot say: a usable clock rate, and stream paths that stay
+    /// inside the run directory (a hostile meta.json must not make a reader open other files).
+    fn check(&self) -> Result<(), String> {
+        if self.clock.hz == 0 {
+            return Err("clock.hz is 0: a clock must tick".into());
+        }
+        for s in &self.streams {
+            let path = std::path::Path::new(&s.file);
+            let inside = !s.file.is_empty()
+                && path
+                    .components()
+                    .all(|c| matches!(c, std::path::Component::Normal(_)));
+            if !inside {
+                return Err(format!(
+                    "stream file {:?} is not a path inside the run directory",
+                    s.file
+                ));
+            }
+        }
+        Ok(())
     }
 }

@@ -42,7 +42,7 @@ pub enum Problem {
     HeaderChecksum,
     #[error("header declares {what} = {value}, which this format does not allow")]
     BadHeaderField { what: &'static str, value: u64 },
-    #[error("truncated inside chunk {chunk}: it needs {needed} more bytes but the file ends after {available}")]
+    #[error("truncated inside chunk {chunk}: it needs {needed} bytes but only {available} remain")]
     Truncated {
         chunk: u64,
         needed: u64,
@@ -295,6 +295,18 @@ impl<'a> Stream<'a> {
                             },
                         ));
                     }
+                    if (t.strings as usize, t.sites as usize) != (s.strings.len(), s.site_count) {
+                        return Err(malformed(
+                            "trailer",
+                            format!(
+                                "it counts {} strings and {} call sites but the tables define {} and {}",
+                                t.strings,
+                                t.sites,
+                                s.strings.len(),
+                                s.site_count
+                            ),
+                        ));
+                    }
                     if t.dropped < chunk_drops {
                         return Err(malformed(
                             "trailer",
@@ -452,10 +464,14 @@ impl StreamFile {
     /// Maps `path` read-only. An empty file cannot be mapped, so it is read as an empty slice.
     pub fn open(path: &Path) -> std::io::Result<StreamFile> {
         let file = std::fs::File::open(path)?;
-        // SAFETY: the mapping is read-only and contend only reads finished run directories. If
-        // another process truncated the file while it is mapped, reads past the new end would
-        // fault (SIGBUS); no Rust invariant depends on the bytes' values, which are all
-        // validated before use.
+        // SAFETY: sound only while nobody modifies the file during the mapping, which we cannot
+        // enforce: a writer still running, or another process, may change or truncate it under
+        // us. We accept that risk, as every mmap-based reader does, because (1) contend reads
+        // finished run directories, where neither happens; (2) the reader validates every byte
+        // it uses (lengths, CRCs, references) and all indexing is bounds-checked, so changed
+        // bytes give an error or wrong values, never an out-of-bounds access; (3) a truncation makes reads past the new end raise SIGBUS, which
+        // stops the process instead of returning wrong data. The mapping is read-only.
+        #[allow(unsafe_code)]
         let map = unsafe { memmap2::Mmap::map(&file)? };
         Ok(StreamFile { map })
     }

@@ -1,10 +1,10 @@
 //! Writes one event stream. Fit to run inside a preloaded probe: the event buffer is allocated
 //! once; pushing an event copies 16 bytes; interning a string or call site allocates only the
-//! first time it is seen; every flush writes whole chunks, tables first, so a process killed at
-//! any moment leaves a file whose complete chunks are all readable.
+//! first time it is seen; every flush is one `write(2)` of whole chunks, tables first, so a
+//! process killed at any moment leaves a file whose complete chunks are all readable.
 //!
-//! The writer never blocks on a full buffer by waiting: a push into a full buffer flushes it
-//! (one `write(2)` per chunk); if that write fails, or the stream has reached its byte limit,
+//! The writer never blocks on a full buffer by waiting: a push into a full buffer flushes it;
+//! if that write fails, or the stream has reached its byte limit,
 //! the buffered events are counted as dropped and recording goes on. Drops are stored in the
 //! next events chunk and in the trailer, so a reader always knows how many are missing.
 
@@ -35,6 +35,11 @@ pub struct StreamWriter<S: Write> {
     /// Encoded table entries not yet written, with their counts.
     pending_strings: (Vec<u8>, u32),
     pending_sites: (Vec<u8>, u32),
+    /// Table entries already in the file (the trailer counts these, not the pending ones).
+    strings_written: u32,
+    sites_written: u32,
+    /// Reused to assemble table chunks and the events chunk into one write.
+    scratch: Vec<u8>,
     strings: HashMap<Box<str>, u32>,
     sites: HashMap<u64, u16>,
     /// Call sites seen after the table was full (recorded as `NO_SITE`).
@@ -64,6 +69,9 @@ impl<S: Write> StreamWriter<S> {
             buffered: 0,
             pending_strings: (Vec::new(), 0),
             pending_sites: (Vec::new(), 0),
+            strings_written: 0,
+            sites_written: 0,
+            scratch: Vec::new(),
             strings: HashMap::new(),
             sites: HashMap::new(),
             sites_overflowed: 0,
@@ -92,6 +100,10 @@ impl<S: Write> StreamWriter<S> {
         let mut end = s.len().min(crate::format::MAX_STRING_LEN);
         while !s.is_char_boundary(end) {
             end -= 1;
+        }
+        if self.pending_strings.0.len() + 8 + end + 3 > crate::format::MAX_CHUNK_PAYLOAD {
+            // Keep every table chunk within the size a reader accepts.
+            let _ = self.flush();
         }
         let id = self.strings.len() as u32;
         let (buf, count) = &mut self.pending_strings;
@@ -142,7 +154,8 @@ impl<S: Write> StreamWriter<S> {
 
     fn note_dropped(&mut self, n: u64) {
         self.dropped += n;
-        self.dropped_since_chunk = self.dropped_since_chunk.saturating_add(n as u32);
+        let n32 = u32::try_from(n).unwrap_or(u32::MAX);
+        self.dropped_since_chunk = self.dropped_since_chunk.saturating_add(n32);
     }
 
     /// Writes pending tables, then the buffered events, as whole chunks. If the stream is at
@@ -186,40 +199,13 @@ impl<S: Write> StreamWriter<S> {
         self.buffered = 0;
     }
 
-    fn write_chunk(
-        &mut self,
-        kind: ChunkKind,
-        count: u32,
-        dropped: u32,
-        payload: &[u8],
-    ) -> io::Result<()> {
-        let header = ChunkHeader {
-            kind,
-            payload_len: payload.len() as u32,
-            count,
-            dropped,
-        }
-        .encode(payload);
-        // One write per chunk where possible: a kill between writes leaves whole chunks.
-        let mut chunk = Vec::with_capacity(CHUNK_HEADER_LEN + payload.len());
-        chunk.extend_from_slice(&header);
-        chunk.extend_from_slice(payload);
-        self.sink.write_all(&chunk)?;
-        self.bytes += chunk.len() as u64;
-        Ok(())
-    }
-
+    /// Writes pending tables and the buffered events in one `write(2)`: the events chunk alone
+    /// (encoded in place, no copy) when no table entry is new, else tables and events assembled
+    /// in the reused scratch buffer. Either way a kill leaves whole chunks or nothing.
     fn write_pending(&mut self) -> io::Result<()> {
-        let (strings, n_strings) = std::mem::take(&mut self.pending_strings);
-        if n_strings > 0 {
-            self.write_chunk(ChunkKind::Strings, n_strings, 0, &strings)?;
-        }
-        let (sites, n_sites) = std::mem::take(&mut self.pending_sites);
-        if n_sites > 0 {
-            self.write_chunk(ChunkKind::Sites, n_sites, 0, &sites)?;
-        }
-        if self.buffered > 0 || self.dropped_since_chunk > 0 {
-            // The events chunk is written in place: its header slot precedes the records.
+        let has_events = self.buffered > 0 || self.dropped_since_chunk > 0;
+        if has_events {
+            // The events chunk's header slot precedes its records.
             let header = ChunkHeader {
                 kind: ChunkKind::Events,
                 payload_len: (self.buffered * RECORD_LEN) as u32,
@@ -228,8 +214,47 @@ impl<S: Write> StreamWriter<S> {
             }
             .encode(&self.buffer[CHUNK_HEADER_LEN..]);
             self.buffer[..CHUNK_HEADER_LEN].copy_from_slice(&header);
+        }
+        let (n_strings, n_sites) = (self.pending_strings.1, self.pending_sites.1);
+        let written = if n_strings == 0 && n_sites == 0 {
+            if !has_events {
+                return self.sink.flush();
+            }
             self.sink.write_all(&self.buffer)?;
-            self.bytes += self.buffer.len() as u64;
+            self.buffer.len()
+        } else {
+            self.scratch.clear();
+            if n_strings > 0 {
+                append_chunk(
+                    &mut self.scratch,
+                    ChunkKind::Strings,
+                    n_strings,
+                    &self.pending_strings.0,
+                );
+            }
+            if n_sites > 0 {
+                append_chunk(
+                    &mut self.scratch,
+                    ChunkKind::Sites,
+                    n_sites,
+                    &self.pending_sites.0,
+                );
+            }
+            if has_events {
+                self.scratch.extend_from_slice(&self.buffer);
+            }
+            self.sink.write_all(&self.scratch)?;
+            // Cleared, not replaced: their capacity serves the next new entries.
+            self.pending_strings.0.clear();
+            self.pending_strings.1 = 0;
+            self.pending_sites.0.clear();
+            self.pending_sites.1 = 0;
+            self.strings_written += n_strings;
+            self.sites_written += n_sites;
+            self.scratch.len()
+        };
+        self.bytes += written as u64;
+        if has_events {
             self.events += self.buffered as u64;
             self.discard_buffer();
             self.dropped_since_chunk = 0;
@@ -268,11 +293,14 @@ impl<S: Write> StreamWriter<S> {
             events: self.events,
             dropped: self.dropped,
             end_time,
-            strings: self.strings.len() as u32,
-            sites: self.sites.len() as u32,
+            strings: self.strings_written,
+            sites: self.sites_written,
         }
         .encode();
-        self.write_chunk(ChunkKind::Trailer, 0, 0, &trailer)?;
+        self.scratch.clear();
+        append_chunk(&mut self.scratch, ChunkKind::Trailer, 0, &trailer);
+        self.sink.write_all(&self.scratch)?;
+        self.bytes += self.scratch.len() as u64;
         self.sink.flush()?;
         let summary = WriteSummary {
             events: self.events,
@@ -281,4 +309,17 @@ impl<S: Write> StreamWriter<S> {
         };
         Ok((summary, self.sink))
     }
+}
+
+/// Appends a table or trailer chunk (header, then payload) to `out`.
+fn append_chunk(out: &mut Vec<u8>, kind: ChunkKind, count: u32, payload: &[u8]) {
+    let header = ChunkHeader {
+        kind,
+        payload_len: payload.len() as u32,
+        count,
+        dropped: 0,
+    }
+    .encode(payload);
+    out.extend_from_slice(&header);
+    out.extend_from_slice(payload);
 }

@@ -62,3 +62,47 @@ fn opening_names_what_is_missing() {
     let err = RunDir::open(dir.path()).unwrap_err().to_string();
     assert!(err.contains("meta.json"), "{err}");
 }
+
+#[test]
+fn a_hostile_meta_cannot_point_outside_the_run() {
+    for file in [
+        "/etc/passwd",
+        "../other/streams/t.cst",
+        "streams/../../x.cst",
+        "",
+    ] {
+        let mut meta = Meta::new(vec![]);
+        meta.streams.push(trace::meta::StreamEntry {
+            file: file.into(),
+            kind: trace::StreamKind::Thread,
+            pid: 1,
+            tid: 1,
+            rank: None,
+            events: 0,
+            dropped: 0,
+        });
+        let err = Meta::from_json(&serde_json::to_string(&meta).unwrap()).unwrap_err();
+        assert!(
+            err.contains("not a path inside the run directory"),
+            "{file}: {err}"
+        );
+    }
+    let mut meta = Meta::new(vec![]);
+    meta.clock.hz = 0;
+    let err = Meta::from_json(&serde_json::to_string(&meta).unwrap()).unwrap_err();
+    assert!(err.contains("clock.hz"), "{err}");
+}
+
+#[test]
+fn stream_files_lists_only_streams_sorted() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = RunDir::create(&dir.path().join("r")).unwrap();
+    for name in ["t2", "t10", "a"] {
+        std::fs::write(run.stream_path(name).0, b"").unwrap();
+    }
+    std::fs::write(run.path().join("streams/notes.txt"), b"").unwrap();
+    assert_eq!(
+        run.stream_files().unwrap(),
+        ["streams/a.cst", "streams/t10.cst", "streams/t2.cst"]
+    );
+}

@@ -1,7 +1,7 @@
 //! Event streams written and read back, and every way a stream can be damaged.
 
 use std::io::Write;
-use trace::format::{HEADER_LEN, RECORD_LEN};
+use trace::format::{ChunkHeader, ChunkKind, HEADER_LEN, RECORD_LEN};
 use trace::{ClockSource, EventKind, Header, Problem, Record, Stream, StreamKind, StreamWriter};
 
 fn header() -> Header {
@@ -93,17 +93,41 @@ fn truncation_at_every_offset_is_caught_or_is_a_clean_cut() {
     }
 }
 
+/// Every single-bit error is caught, and named by what the flipped bit belongs to: the magic,
+/// the header (its CRC), a chunk's marker, a chunk's length (too large, running past the end,
+/// or a CRC mismatch over the wrong bytes), or anything else in a chunk (its CRC).
 #[test]
-fn every_single_bit_flip_is_rejected() {
-    let (bytes, _) = sample(10, 4);
+fn every_single_bit_flip_is_rejected_by_name() {
+    let (bytes, bounds) = sample(10, 4);
     for bit in 0..bytes.len() * 8 {
+        let at = bit / 8;
         let mut damaged = bytes.clone();
-        damaged[bit / 8] ^= 1 << (bit % 8);
-        assert!(
-            Stream::parse(&damaged).is_err(),
-            "flipping bit {bit} (byte {}) went unnoticed",
-            bit / 8
-        );
+        damaged[at] ^= 1 << (bit % 8);
+        let Err(e) = Stream::parse(&damaged) else {
+            panic!("flipping bit {bit} (byte {at}) went unnoticed");
+        };
+        let p = &e.problem;
+        if at < 8 {
+            assert_eq!(*p, Problem::BadMagic, "byte {at}");
+            continue;
+        }
+        if at < HEADER_LEN {
+            assert_eq!(*p, Problem::HeaderChecksum, "byte {at}");
+            assert_eq!(e.offset, 60);
+            continue;
+        }
+        let k = bounds.iter().rposition(|&b| b <= at).unwrap();
+        let start = bounds[k];
+        let chunk = k as u64;
+        let ok = match at - start {
+            0..4 => *p == Problem::BadChunkMarker { chunk },
+            8..12 => matches!(p,
+                Problem::ChunkTooLarge { chunk: c, .. }
+                | Problem::Truncated { chunk: c, .. }
+                | Problem::ChunkChecksum { chunk: c } if *c == chunk),
+            _ => *p == Problem::ChunkChecksum { chunk } && e.offset == start as u64,
+        };
+        assert!(ok, "byte {at} (chunk {k} at {start}): {e}");
     }
 }
 
@@ -144,6 +168,18 @@ fn specific_damage_gives_specific_errors() {
         Stream::parse(&[]).unwrap_err().problem,
         Problem::TooShort { len: 0 }
     ));
+    assert!(matches!(
+        Stream::parse(&bytes[..HEADER_LEN - 1]).unwrap_err().problem,
+        Problem::TooShort { len: 63 }
+    ));
+}
+
+#[test]
+fn a_header_alone_is_an_empty_unterminated_stream() {
+    let (bytes, _) = sample(3, 4);
+    let s = Stream::parse(&bytes[..HEADER_LEN]).unwrap();
+    assert_eq!((s.events, s.is_complete()), (0, false));
+    assert_eq!((s.first_ts, s.last_ts), (None, None));
 }
 
 #[test]
@@ -182,31 +218,159 @@ fn crc32(b: &[u8]) -> u32 {
     !crc
 }
 
+/// A stream of the header then `chunks`, each (kind, count, payload) with a valid CRC: damage
+/// that checksums cannot catch, as a buggy or hostile writer would produce it.
+fn hand_built(chunks: &[(ChunkKind, u32, Vec<u8>)]) -> Vec<u8> {
+    let mut bytes = header().encode().to_vec();
+    for (kind, count, payload) in chunks {
+        let h = ChunkHeader {
+            kind: *kind,
+            payload_len: payload.len() as u32,
+            count: *count,
+            dropped: 0,
+        };
+        bytes.extend_from_slice(&h.encode(payload));
+        bytes.extend_from_slice(payload);
+    }
+    bytes
+}
+
+fn string_entry(id: u32, declared_len: u32, text: &[u8]) -> Vec<u8> {
+    let mut e = id.to_le_bytes().to_vec();
+    e.extend_from_slice(&declared_len.to_le_bytes());
+    e.extend_from_slice(text);
+    e.resize(e.len().next_multiple_of(4), 0);
+    e
+}
+
 #[test]
 fn records_must_not_refer_to_undefined_tables() {
-    // Hand-build a stream whose event names site 5, never defined.
-    let mut bytes = header().encode().to_vec();
-    let rec = Record {
-        ts: 1,
-        kind: EventKind::Mark,
-        aux: 0,
-        site: 5,
-        obj: trace::NO_STRING,
-    }
-    .encode();
-    let ch = trace::format::ChunkHeader {
-        kind: trace::format::ChunkKind::Events,
-        payload_len: 16,
-        count: 1,
-        dropped: 0,
-    }
-    .encode(&rec);
-    bytes.extend_from_slice(&ch);
-    bytes.extend_from_slice(&rec);
+    let on_site = Record { site: 5, ..mark(1) }.encode().to_vec();
     assert_eq!(
-        Stream::parse(&bytes).unwrap_err().problem,
+        Stream::parse(&hand_built(&[(ChunkKind::Events, 1, on_site)]))
+            .unwrap_err()
+            .problem,
         Problem::UndefinedSite { event: 0, site: 5 }
     );
+
+    // String 1 is defined, but only after the event that uses it: tables must come first.
+    let uses_string_1 = Record { obj: 1, ..mark(2) }.encode().to_vec();
+    let bytes = hand_built(&[
+        (ChunkKind::Strings, 1, string_entry(0, 1, b"a")),
+        (ChunkKind::Events, 1, mark(1).encode().to_vec()),
+        (ChunkKind::Events, 1, uses_string_1),
+        (ChunkKind::Strings, 1, string_entry(1, 1, b"b")),
+    ]);
+    let e = Stream::parse(&bytes).unwrap_err();
+    assert_eq!(e.problem, Problem::UndefinedString { event: 1, id: 1 });
+    assert_eq!(e.offset as usize, HEADER_LEN + 3 * 24 + 12 + 16 + 12);
+}
+
+#[test]
+fn hostile_lengths_and_kinds_inside_valid_checksums_are_refused() {
+    // A string claiming 4 GiB, in a chunk of 12 bytes.
+    let e = Stream::parse(&hand_built(&[(
+        ChunkKind::Strings,
+        1,
+        string_entry(0, u32::MAX, b"abcd"),
+    )]))
+    .unwrap_err();
+    assert!(
+        matches!(&e.problem, Problem::MalformedChunk { kind: "strings", why, .. } if why.contains("limit")),
+        "{e}"
+    );
+    // A string claiming more than its chunk holds, within the per-string limit.
+    let e = Stream::parse(&hand_built(&[(
+        ChunkKind::Strings,
+        1,
+        string_entry(0, 1000, b"abcd"),
+    )]))
+    .unwrap_err();
+    assert!(
+        matches!(&e.problem, Problem::MalformedChunk { kind: "strings", why, .. } if why.contains("runs past")),
+        "{e}"
+    );
+    // A count of 4 billion entries in an 8-byte table: refused before any entry is read.
+    let e = Stream::parse(&hand_built(&[(ChunkKind::Sites, u32::MAX, vec![0; 16])])).unwrap_err();
+    assert!(
+        matches!(
+            &e.problem,
+            Problem::MalformedChunk {
+                kind: "call sites",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    // An events chunk whose count disagrees with its length.
+    let e = Stream::parse(&hand_built(&[(ChunkKind::Events, 2, vec![0; 16])])).unwrap_err();
+    assert!(
+        matches!(&e.problem, Problem::MalformedChunk { kind: "events", .. }),
+        "{e}"
+    );
+    // A chunk kind from the future.
+    let mut bytes = hand_built(&[(ChunkKind::Events, 0, vec![])]);
+    bytes[HEADER_LEN + 4] = 9;
+    let crc = crc32_of_chunk(&bytes[HEADER_LEN..HEADER_LEN + 20], &[]);
+    bytes[HEADER_LEN + 20..HEADER_LEN + 24].copy_from_slice(&crc.to_le_bytes());
+    assert_eq!(
+        Stream::parse(&bytes).unwrap_err().problem,
+        Problem::UnknownChunkKind { chunk: 0, kind: 9 }
+    );
+    // A trailer that disagrees with the tables.
+    let trailer = trace::format::Trailer {
+        events: 0,
+        dropped: 0,
+        end_time: 0,
+        strings: 3,
+        sites: 0,
+    };
+    let e = Stream::parse(&hand_built(&[(
+        ChunkKind::Trailer,
+        0,
+        trailer.encode().to_vec(),
+    )]))
+    .unwrap_err();
+    assert!(
+        matches!(
+            &e.problem,
+            Problem::MalformedChunk {
+                kind: "trailer",
+                ..
+            }
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn header_fields_out_of_range_are_named() {
+    let (bytes, _) = sample(2, 4);
+    for (at, value, what) in [
+        (14, 32u16, "record size"),
+        (16, 77, "stream kind"),
+        (18, 0, "clock source"),
+    ] {
+        let mut b = bytes.clone();
+        b[at..at + 2].copy_from_slice(&value.to_le_bytes());
+        let crc = crc32(&b[..60]);
+        b[60..64].copy_from_slice(&crc.to_le_bytes());
+        let e = Stream::parse(&b).unwrap_err();
+        assert_eq!(
+            e.problem,
+            Problem::BadHeaderField {
+                what,
+                value: value.into()
+            }
+        );
+        assert_eq!(e.offset, at as u64);
+    }
+}
+
+fn crc32_of_chunk(front: &[u8], payload: &[u8]) -> u32 {
+    let mut all = front.to_vec();
+    all.extend_from_slice(payload);
+    crc32(&all)
 }
 
 #[test]
@@ -219,6 +383,53 @@ fn unknown_event_kinds_are_counted_not_refused() {
     let bytes = w.finish_into(6).unwrap();
     let s = Stream::parse(&bytes).unwrap();
     assert_eq!(s.counts[&EventKind::Unknown(200)], 1);
+}
+
+/// Counts `write` calls, to check that a flush is one `write(2)`.
+#[derive(Default)]
+struct CountingSink {
+    bytes: Vec<u8>,
+    writes: usize,
+}
+impl Write for CountingSink {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.writes += 1;
+        self.bytes.extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn each_flush_is_one_write_of_whole_chunks() {
+    let mut w = StreamWriter::new(CountingSink::default(), &header(), 8).unwrap();
+    // First flush: a new string, a new site and events; second: events only; third: a new
+    // string and no events; then the trailer.
+    let label = w.intern_string("first");
+    let site = w.intern_site(0x1234);
+    for t in 0..5 {
+        w.push(&Record {
+            obj: label,
+            site,
+            ..mark(t)
+        });
+    }
+    w.flush().unwrap();
+    for t in 5..8 {
+        w.push(&mark(t));
+    }
+    w.flush().unwrap();
+    w.intern_string("second");
+    w.flush().unwrap();
+    w.flush().unwrap(); // nothing pending: no write
+    let sink = w.finish_into(9).unwrap();
+    assert_eq!(sink.writes, 1 + 3 + 1, "header, three flushes, trailer");
+    let s = Stream::parse(&sink.bytes).unwrap();
+    assert_eq!((s.events, s.string_count(), s.site_count()), (8, 2, 1));
+    let t = s.trailer.unwrap();
+    assert_eq!((t.strings, t.sites), (2, 1));
 }
 
 /// A sink that accepts `limit` bytes, then fails every write.
@@ -279,7 +490,13 @@ fn a_byte_limit_keeps_the_trailer_and_counts_drops() {
         .unwrap()
         .with_byte_limit(limit);
     for t in 0..1_000 {
-        w.push(&mark(t));
+        // A string first seen after the limit is never written; the trailer must not count it.
+        let obj = if t == 900 {
+            w.intern_string("late")
+        } else {
+            trace::NO_STRING
+        };
+        w.push(&Record { obj, ..mark(t) });
     }
     let summary = w.finish(2_000).unwrap();
     assert_eq!(summary.events + summary.dropped, 1_000);

@@ -35,7 +35,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     for file in &files {
         let path = dir.path().join(file);
         let shown = format!("{run_name}/{file}");
-        let mapped = StreamFile::open(&path).map_err(|e| bad_input(format!("{shown}: {e}")))?;
+        let mapped = StreamFile::open(&path)
+            .map_err(|e| bad_input(format!("{shown}: cannot read the stream: {e}")))?;
         let stream = mapped.parse().map_err(|e| {
             bad_input(format!(
                 "{shown}: {e} (the stream is damaged; re-record the run)"
