@@ -6,6 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 
+if ! command -v rustup >/dev/null; then
+  echo "contend fuzzing: missing rustup: cargo-fuzz needs a nightly toolchain; install Rust with rustup (https://rustup.rs)" >&2
+  exit 1
+fi
 if ! rustup run nightly rustc --version >/dev/null 2>&1; then
   echo "installing the Rust nightly toolchain (cargo-fuzz needs it)" >&2
   rustup toolchain install nightly --profile minimal
@@ -17,7 +21,7 @@ fi
 
 corpus=fuzz/corpus/stream_reader
 mkdir -p "$corpus"
-CONTEND_FUZZ_SEED_DIR="$PWD/$corpus" cargo test -q -p trace --test streams write_fuzz_seeds >/dev/null
+cargo run -q -p trace --example fuzz_seeds -- "$corpus"
 
 log=fuzz/last-run.log
 status=0

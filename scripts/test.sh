@@ -15,8 +15,8 @@ missing() { printf 'contend tests: missing %s: %s\n' "$1" "$2" >&2; exit 1; }
 step "checking what the tests need"
 command -v cargo >/dev/null || missing cargo "install Rust with rustup (https://rustup.rs), then rerun"
 need_pkgs=()
-command -v cc >/dev/null || need_pkgs+=(gcc)
-command -v make >/dev/null || need_pkgs+=(make)
+command -v cc >/dev/null || need_pkgs+=(gcc)          # builds the example programs
+command -v python3 >/dev/null || need_pkgs+=(python3) # the `where` tests' target process
 if ((${#need_pkgs[@]})); then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}"

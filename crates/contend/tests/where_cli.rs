@@ -243,20 +243,44 @@ fn watch_ends_with_0_when_the_process_exits() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    // Read the watcher's output as it comes; kill the target only after two snapshots, however
+    // slow the machine.
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let watch_out = BufReader::new(watch.stdout.take().unwrap());
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in watch_out.lines().map_while(Result::ok) {
+            let _ = tx.send(line.clone());
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut snapshots = 0;
+    while snapshots < 2 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) if line.starts_with("--- ") => snapshots += 1,
+            Ok(_) => {}
+            Err(_) => {
+                let _ = watch.kill();
+                panic!("contend where --watch printed {snapshots} snapshot(s) in 20 s");
+            }
+        }
+    }
     target.child.kill().unwrap();
     target.child.wait().unwrap();
 
-    let deadline = Instant::now() + Duration::from_secs(20);
     while watch.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
+        if Instant::now() > deadline + Duration::from_secs(20) {
             let _ = watch.kill();
             panic!("contend where --watch did not notice the exit");
         }
         std::thread::sleep(Duration::from_millis(50));
     }
     let out = watch.wait_with_output().unwrap();
-    let stdout = text(&out.stdout);
+    let stdout = reader.join().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(
         text(&out.stderr).trim(),

@@ -435,20 +435,24 @@ mod tests {
             Err(ProcError::NoSuchProcess { pid: 0 })
         ));
         let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
         let t = std::thread::spawn(move || {
             // SAFETY: gettid has no preconditions.
             let tid = unsafe { libc::gettid() } as u32;
             tx.send(tid).unwrap();
-            std::thread::sleep(std::time::Duration::from_millis(200));
+            // Alive until the attach below has looked at it, however slow the machine.
+            let _ = done_rx.recv();
         });
         let tid = rx.recv().unwrap();
-        match Process::attach(tid) {
+        let attached = Process::attach(tid);
+        done_tx.send(()).unwrap();
+        t.join().unwrap();
+        match attached {
             Err(ProcError::IsThread { tid: t, pid }) => {
                 assert_eq!((t, pid), (tid, std::process::id()))
             }
             other => panic!("{other:?}"),
         }
-        t.join().unwrap();
     }
 
     #[test]

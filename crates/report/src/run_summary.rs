@@ -2,7 +2,7 @@
 //! kind, time span, drops and whether it was closed properly. The opening section of
 //! `contend report`; later issues add their sections after it.
 
-use crate::table::new_table;
+use crate::table::{new_table, or_na, printable};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -97,16 +97,15 @@ impl RunSummary {
             },
             captured: meta.captured.clone(),
             unavailable: meta.unavailable.clone(),
-            events: streams.iter().map(|s| s.events).sum(),
-            events_dropped: streams.iter().map(|s| s.dropped).sum(),
+            // Saturating: the counts come from files, which may be hostile.
+            events: streams.iter().fold(0u64, |a, s| a.saturating_add(s.events)),
+            events_dropped: streams
+                .iter()
+                .fold(0u64, |a, s| a.saturating_add(s.dropped)),
             streams,
             exit_status: meta.exit_status,
         }
     }
-}
-
-fn or_na<T: ToString>(v: Option<T>) -> String {
-    v.map(|x| x.to_string()).unwrap_or_else(|| "n/a".into())
 }
 
 pub fn render(r: &RunSummary) -> String {
@@ -115,7 +114,7 @@ pub fn render(r: &RunSummary) -> String {
     let command = if r.command.is_empty() {
         "n/a".to_string()
     } else {
-        r.command.join(" ")
+        printable(&r.command.join(" "))
     };
     let _ = writeln!(out, "  command:     {command}");
     let _ = writeln!(

@@ -220,11 +220,17 @@ pub fn render(t: &Topology) -> String {
     for r in roots {
         render_obj(&objs, r, 1, &mut out);
     }
-    for n in t.nodes.iter().filter(|n| n.is_memory_only()) {
+    // Nodes with no online CPU: memory-only ones, and ones whose CPUs are all offline.
+    for n in t.nodes.iter().filter(|n| n.cpus.is_empty()) {
         let mem = n
             .mem_total_kib
             .map(human_kib)
             .unwrap_or_else(|| "memory n/a".into());
+        let what = if n.is_memory_only() {
+            "memory only".to_string()
+        } else {
+            format!("all its CPUs offline: {}", n.offline_cpus)
+        };
         let near = t
             .nodes_by_distance(n.id)
             .into_iter()
@@ -232,7 +238,7 @@ pub fn render(t: &Topology) -> String {
         let near = near
             .map(|o| format!(", nearest CPUs on node {o}"))
             .unwrap_or_default();
-        let _ = writeln!(out, "  NUMANode N#{} (memory only, {mem}{near})", n.id);
+        let _ = writeln!(out, "  NUMANode N#{} ({what}, {mem}{near})", n.id);
     }
     if !t.offline.is_empty() {
         let _ = writeln!(out, "  offline CPUs: {}", t.offline);

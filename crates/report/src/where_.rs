@@ -4,7 +4,7 @@
 //! [`WhereView::new`] joins what `observe` read with the topology (CPU → node); the view is
 //! what `--json` prints and what [`render`] lays out as text.
 
-use crate::table::{human_kib, new_table};
+use crate::table::{human_kib, new_table, or_na, printable, NA};
 use observe::{MemoryKind, MemoryTotals, NodeMemory, NumaMemory, ProcessInfo, ThreadSample};
 use serde::Serialize;
 use std::fmt::Write;
@@ -187,12 +187,6 @@ pub fn to_json_line(v: &WhereView) -> serde_json::Result<String> {
     serde_json::to_string(v)
 }
 
-const NA: &str = "n/a";
-
-fn or_na<T: ToString>(v: Option<T>) -> String {
-    v.map_or_else(|| NA.to_string(), |v| v.to_string())
-}
-
 fn ms(ns: Option<u64>) -> String {
     ns.map_or_else(|| NA.to_string(), |ns| format!("{:.1}", ns as f64 / 1e6))
 }
@@ -204,7 +198,7 @@ fn mib(kib: u64) -> String {
 /// The command line as a shell would read it, cut to `max` characters.
 fn command_text(v: &WhereView, max: usize) -> String {
     if v.cmdline.is_empty() {
-        return format!("[{}]", v.comm);
+        return format!("[{}]", printable(&v.comm));
     }
     let words: Vec<String> = v
         .cmdline
@@ -217,7 +211,7 @@ fn command_text(v: &WhereView, max: usize) -> String {
             }
         })
         .collect();
-    let text = words.join(" ").replace(['\n', '\t'], " ");
+    let text = printable(&words.join(" ").replace(['\n', '\t'], " "));
     if text.chars().count() > max {
         let cut: String = text.chars().take(max.saturating_sub(1)).collect();
         format!("{cut}…")
@@ -237,7 +231,7 @@ pub fn render(v: &WhereView) -> String {
         out,
         "PID {} ({}): {} thread(s), {}; command: {}",
         v.pid,
-        v.comm,
+        printable(&v.comm),
         v.thread_count,
         resident,
         command_text(v, 72)
@@ -291,7 +285,7 @@ fn thread_table(v: &WhereView) -> String {
     for t in &v.threads {
         let mut row = vec![
             t.tid.to_string(),
-            t.name.clone(),
+            printable(&t.name),
             t.state_name.to_string(),
             or_na(t.cpu),
             or_na(t.node),

@@ -154,13 +154,24 @@ impl CpuSet {
         self.0.is_disjoint(&other.0)
     }
 
+    /// CPUs in a given order (not a set: the order matters), comma-separated: `0,8,1,9`.
+    pub fn list_in_order(cpus: &[u32]) -> String {
+        cpus.iter()
+            .map(|c| c.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
     /// The kernel's list form, e.g. `0-3,8,10-11`; empty string for the empty set.
     pub fn to_list(&self) -> String {
         let mut out = String::new();
         let mut iter = self.0.iter().copied().peekable();
         while let Some(start) = iter.next() {
             let mut end = start;
-            while iter.peek() == Some(&(end + 1)) {
+            while end
+                .checked_add(1)
+                .is_some_and(|next| iter.peek() == Some(&next))
+            {
                 end = iter.next().unwrap_or(end);
             }
             if !out.is_empty() {

@@ -22,7 +22,9 @@ use std::path::{Path, PathBuf};
 pub enum TopologyError {
     #[error("{path}: {why}")]
     Unreadable { path: PathBuf, why: String },
-    #[error("bad synthetic spec `{spec}`: {why}\n{grammar}", grammar = SYNTHETIC_GRAMMAR)]
+    #[error(
+        "bad synthetic spec `{spec}`: {why} (for the grammar see `contend topo --help-synthetic`)"
+    )]
     BadSpec { spec: String, why: String },
 }
 
@@ -133,15 +135,18 @@ impl Cache {
 #[derive(Debug, Clone, Serialize)]
 pub struct Node {
     pub id: u32,
-    /// Online CPUs of this node; empty for a memory-only (CPU-less) node.
+    /// Online CPUs of this node.
     pub cpus: CpuSet,
+    /// CPUs of this node that are offline: a node with only offline CPUs is not memory-only.
+    pub offline_cpus: CpuSet,
     pub mem_total_kib: Option<u64>,
     pub mem_free_kib: Option<u64>,
 }
 
 impl Node {
+    /// A node with memory and no CPUs at all (CXL, HBM, persistent memory).
     pub fn is_memory_only(&self) -> bool {
-        self.cpus.is_empty()
+        self.cpus.is_empty() && self.offline_cpus.is_empty()
     }
 }
 
@@ -256,11 +261,16 @@ impl Topology {
             memory_only_nodes: self.nodes.iter().filter(|n| n.is_memory_only()).count(),
             cores: self.cores.len(),
             pus: self.pus.len(),
-            smt: self.cores.iter().map(|c| c.cpus.len()).max().unwrap_or(0),
+            smt: self.max_threads_per_core(),
             l3_groups: self.caches_at(3).count(),
             mem_total_kib: (mem.len() == self.nodes.len() && !mem.is_empty())
-                .then(|| mem.iter().sum()),
+                .then(|| mem.iter().fold(0u64, |a, &b| a.saturating_add(b))),
         }
+    }
+
+    /// The largest number of hardware threads of any core (1 without SMT).
+    pub fn max_threads_per_core(&self) -> usize {
+        self.cores.iter().map(|c| c.cpus.len()).max().unwrap_or(0)
     }
 
     pub fn pu(&self, cpu: u32) -> Option<&Pu> {
@@ -339,22 +349,36 @@ impl Topology {
                 .collect(),
             FillOrder::SocketFirst => self.by_thread_rank(self.cores_in_place_order()),
             FillOrder::Spread => {
-                // Round-robin over groups (nodes, or packages when nodes do not cover a core).
-                let ordered = self.cores_in_place_order();
-                let mut groups: Vec<(Option<u32>, Vec<usize>)> = Vec::new();
-                for c in ordered {
-                    let first = self.cores[c].cpus.first().unwrap_or(0);
-                    let key = self
-                        .node_of_cpu(first)
-                        .or(Some(u32::MAX - self.cores[c].package as u32));
-                    match groups.iter_mut().find(|(k, _)| *k == key) {
-                        Some((_, v)) => v.push(c),
-                        None => groups.push((key, vec![c])),
+                // Groups of cores sharing a node (their package where the node is unknown), in
+                // place order; then the first node of every package, the second of every
+                // package, ...: packages alternate before the nodes inside one package do, as
+                // hwloc's scatter and OpenMP's spread place threads.
+                let mut groups: Vec<(usize, Option<u32>, Vec<usize>)> = Vec::new();
+                for c in self.cores_in_place_order() {
+                    let core = &self.cores[c];
+                    let node = core.cpus.first().and_then(|cpu| self.node_of_cpu(cpu));
+                    match groups
+                        .iter_mut()
+                        .find(|(p, n, _)| *p == core.package && *n == node)
+                    {
+                        Some((_, _, v)) => v.push(c),
+                        None => groups.push((core.package, node, vec![c])),
                     }
                 }
-                let longest = groups.iter().map(|(_, v)| v.len()).max().unwrap_or(0);
+                let mut seen_in_package: std::collections::HashMap<usize, usize> =
+                    std::collections::HashMap::new();
+                let mut ranked: Vec<(usize, usize, Vec<usize>)> = groups
+                    .into_iter()
+                    .map(|(package, _, cores)| {
+                        let rank = seen_in_package.entry(package).or_insert(0);
+                        *rank += 1;
+                        (*rank, package, cores)
+                    })
+                    .collect();
+                ranked.sort_by_key(|(rank, package, _)| (*rank, *package));
+                let longest = ranked.iter().map(|(_, _, v)| v.len()).max().unwrap_or(0);
                 let interleaved: Vec<usize> = (0..longest)
-                    .flat_map(|i| groups.iter().filter_map(move |(_, v)| v.get(i).copied()))
+                    .flat_map(|i| ranked.iter().filter_map(move |(_, _, v)| v.get(i).copied()))
                     .collect();
                 self.by_thread_rank(interleaved)
             }
@@ -375,7 +399,7 @@ impl Topology {
 
     /// Thread rank 0 of every core in `cores`' order, then rank 1, and so on.
     fn by_thread_rank(&self, cores: Vec<usize>) -> Vec<u32> {
-        let smt = self.cores.iter().map(|c| c.cpus.len()).max().unwrap_or(0);
+        let smt = self.max_threads_per_core();
         (0..smt)
             .flat_map(|rank| {
                 cores

@@ -19,6 +19,7 @@ is 14 from the nodes of its package, 24 from the others, 28 from other memory-on
 Caches: per core L1d 48K, L1i 32K, L2 2048K; one L3 per node of 1536K per core.";
 
 const MAX_SYNTHETIC_PUS: u64 = 65_536;
+const MAX_SYNTHETIC_NODES: u64 = 1024;
 
 struct Spec {
     packages: u32,
@@ -83,8 +84,12 @@ fn parse(spec: &str) -> Result<Spec, TopologyError> {
             out.cores, out.nodes_per_package
         )));
     }
-    if out.memory_only > 64 {
-        return Err(bad("at most 64 memory-only nodes".into()));
+    let nodes =
+        u64::from(out.packages) * u64::from(out.nodes_per_package) + u64::from(out.memory_only);
+    if nodes > MAX_SYNTHETIC_NODES {
+        return Err(bad(format!(
+            "{nodes} NUMA nodes is more than the {MAX_SYNTHETIC_NODES} Linux supports (MAX_NUMNODES)"
+        )));
     }
     Ok(out)
 }
@@ -122,6 +127,7 @@ pub(crate) fn build(text: &str) -> Result<Topology, TopologyError> {
             nodes.push(Node {
                 id: p * s.nodes_per_package + k,
                 cpus: node_cpus,
+                offline_cpus: CpuSet::new(),
                 mem_total_kib: Some(mem_kib),
                 mem_free_kib: None,
             });
@@ -155,6 +161,7 @@ pub(crate) fn build(text: &str) -> Result<Topology, TopologyError> {
         nodes.push(Node {
             id: cpu_nodes + i,
             cpus: CpuSet::new(),
+            offline_cpus: CpuSet::new(),
             mem_total_kib: Some(mem_kib),
             mem_free_kib: None,
         });

@@ -14,12 +14,17 @@ use crate::{
 };
 use std::collections::BTreeMap;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Reads a small text file; `None` when absent or unreadable (sysfs files vanish with hotplug).
 pub(crate) fn read_text(path: &Path) -> Option<String> {
     let bytes = fs::read(path).ok()?;
     Some(trim_sysfs(&String::from_utf8_lossy(&bytes)).to_string())
+}
+
+/// A file holding a CPU or node list (`0-3,8`); `None` when absent or malformed.
+fn read_list(path: &Path) -> Option<CpuSet> {
+    read_text(path).and_then(|t| CpuSet::parse_list(&t).ok())
 }
 
 fn read_i64(path: &Path) -> Option<i64> {
@@ -37,7 +42,8 @@ fn numbered_dirs(dir: &Path, prefix: &str) -> Vec<u32> {
                     if rest.is_empty() || !rest.bytes().all(|b| b.is_ascii_digit()) {
                         return None;
                     }
-                    rest.parse().ok()
+                    // Ids beyond any real machine are a corrupt or hostile tree: skipped.
+                    rest.parse().ok().filter(|&id| id <= crate::cpuset::MAX_CPU)
                 })
                 .collect()
         })
@@ -142,7 +148,7 @@ fn parse_size_kib(text: &str) -> Option<u64> {
         'G' | 'g' => (&t[..t.len() - 1], 1024 * 1024),
         _ => (t, 1), // sysfs sizes without suffix are in KiB only on some arches; take as KiB
     };
-    num.trim().parse::<u64>().ok().map(|n| n * mult)
+    num.trim().parse::<u64>().ok()?.checked_mul(mult)
 }
 
 struct CpuFacts {
@@ -172,10 +178,9 @@ pub(crate) fn read(root: &Path) -> Result<Topology, TopologyError> {
     }
     let mut notes = Vec::new();
     let mut disagree = Disagreements::default();
-    let set_file = |p: PathBuf| read_text(&p).and_then(|t| CpuSet::parse_list(&t).ok());
 
     // Which CPUs are online: cpuN/online, else membership in cpu/online, else assumed online.
-    let online_file = set_file(cpu_dir.join("online"));
+    let online_file = read_list(&cpu_dir.join("online"));
     let mut online = CpuSet::new();
     let mut offline = CpuSet::new();
     for &id in &cpu_ids {
@@ -400,8 +405,8 @@ pub(crate) fn read(root: &Path) -> Result<Topology, TopologyError> {
             root: root.to_path_buf(),
         },
         machine,
-        possible: set_file(cpu_dir.join("possible")),
-        present: set_file(cpu_dir.join("present")),
+        possible: read_list(&cpu_dir.join("possible")),
+        present: read_list(&cpu_dir.join("present")),
         online,
         offline,
         packages,
@@ -421,6 +426,11 @@ pub(crate) fn read(root: &Path) -> Result<Topology, TopologyError> {
 
 /// Fills the derived parts (PUs, core kinds on cores) and checks cross-level consistency.
 pub(crate) fn finish(t: &mut Topology) {
+    let node_of: std::collections::HashMap<u32, u32> = t
+        .nodes
+        .iter()
+        .flat_map(|n| n.cpus.iter().map(move |c| (c, n.id)))
+        .collect();
     let mut pus = Vec::with_capacity(t.online.len());
     for (ci, core) in t.cores.iter().enumerate() {
         for cpu in core.cpus.iter() {
@@ -428,7 +438,7 @@ pub(crate) fn finish(t: &mut Topology) {
                 cpu,
                 core: ci,
                 package: core.package,
-                node: t.nodes.iter().find(|n| n.cpus.contains(cpu)).map(|n| n.id),
+                node: node_of.get(&cpu).copied(),
             });
         }
     }
@@ -531,14 +541,13 @@ fn read_nodes(
         );
         return (Vec::new(), None);
     }
-    let set_file =
-        |name: &str| read_text(&node_dir.join(name)).and_then(|t| CpuSet::parse_list(&t).ok());
     let mut nodes = Vec::new();
     let mut rows: Vec<Option<Vec<u32>>> = Vec::new();
     for &id in &ids {
         let d = node_dir.join(format!("node{id}"));
         let all = read_set(&d, "cpumap", "cpulist", (id, "node"), disagree).unwrap_or_default();
         let cpus = all.intersection(online);
+        let offline_cpus = all.difference(online);
         let (mut total, mut free) = (None, None);
         if let Some(text) = read_text(&d.join("meminfo")) {
             for line in text.lines() {
@@ -558,6 +567,7 @@ fn read_nodes(
         nodes.push(Node {
             id,
             cpus,
+            offline_cpus,
             mem_total_kib: total,
             mem_free_kib: free,
         });
@@ -570,7 +580,7 @@ fn read_nodes(
 
     // Nodes named by has_memory/has_cpu but without a directory are offline: say so.
     for name in ["has_memory", "has_cpu", "online"] {
-        if let Some(listed) = set_file(name) {
+        if let Some(listed) = read_list(&node_dir.join(name)) {
             let missing: CpuSet = listed.iter().filter(|n| !ids.contains(n)).collect();
             if !missing.is_empty() {
                 notes.push(format!(
@@ -592,7 +602,7 @@ fn read_nodes(
     } else if let Some(len) = rows.iter().flatten().map(|r| r.len()).next() {
         let candidates = ["possible", "online"]
             .into_iter()
-            .filter_map(|f| set_file(f).map(|s| s.iter().collect::<Vec<u32>>()))
+            .filter_map(|f| read_list(&node_dir.join(f)).map(|s| s.iter().collect::<Vec<u32>>()))
             .find(|c| c.len() == len && ids.iter().all(|i| c.contains(i)));
         match candidates {
             Some(cols)
@@ -662,5 +672,6 @@ mod tests {
         assert_eq!(parse_size_kib("32K"), Some(32));
         assert_eq!(parse_size_kib("8M"), Some(8192));
         assert_eq!(parse_size_kib("bogus"), None);
+        assert_eq!(parse_size_kib("18446744073709551615G"), None);
     }
 }

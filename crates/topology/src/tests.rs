@@ -61,6 +61,19 @@ fn fill_orders() {
 }
 
 #[test]
+fn spread_alternates_packages_before_nodes_of_one_package() {
+    let t = Topology::synthetic("2x4x2:n2").unwrap(); // nodes 0,1 on package 0; 2,3 on package 1
+    assert_eq!(
+        t.fill_order(FillOrder::Spread)[..8],
+        [0, 4, 2, 6, 1, 5, 3, 7]
+    );
+    assert_eq!(
+        t.fill_order(FillOrder::SocketFirst)[..8],
+        [0, 1, 2, 3, 4, 5, 6, 7]
+    );
+}
+
+#[test]
 fn bad_specs_are_explained() {
     for (spec, needle) in [
         ("2x8", "three numbers"),
@@ -68,10 +81,15 @@ fn bad_specs_are_explained() {
         ("2x6x2:n4", "split evenly"),
         ("2x8x2:q", "unknown option"),
         ("1000x1000x1000", "more than"),
+        ("65536x1x1", "NUMA nodes"),
     ] {
         let err = Topology::synthetic(spec).unwrap_err().to_string();
         assert!(err.contains(needle), "{spec}: {err}");
-        assert!(err.contains("grammar"), "{spec}: error lacks the grammar");
+        assert!(
+            err.contains("--help-synthetic"),
+            "{spec}: error lacks the pointer to the grammar"
+        );
+        assert_eq!(err.lines().count(), 1, "{spec}: not one line");
     }
 }
 

@@ -110,3 +110,65 @@ fn missing_distance_files_give_no_matrix_and_a_note() {
     assert_eq!(t.distance(0, 0), None);
     assert!(t.notes.iter().any(|n| n.contains("no distance matrix")));
 }
+
+#[test]
+fn absurd_numbers_do_not_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    cpus(root, 2);
+    put(
+        root,
+        "sys/devices/system/cpu/cpu0/cache/index0/level",
+        "1\n",
+    );
+    put(
+        root,
+        "sys/devices/system/cpu/cpu0/cache/index0/size",
+        "18446744073709551615G\n",
+    );
+    put(root, "sys/devices/system/cpu/cpu4294967295/online", "1\n");
+    node(root, 0, "0-1", 1, "10 20");
+    node(root, 1, "", 1, "20 10");
+    let max = u64::MAX.to_string();
+    for id in [0, 1] {
+        put(
+            root,
+            &format!("sys/devices/system/node/node{id}/meminfo"),
+            &format!("Node {id} MemTotal: {max} kB\n"),
+        );
+    }
+    put(
+        root,
+        "sys/devices/system/node/node4294967295/cpulist",
+        "0\n",
+    );
+    let t = Topology::from_root(root).unwrap();
+    assert_eq!(
+        t.online,
+        CpuSet::parse_list("0-1").unwrap(),
+        "cpu4294967295 must be skipped"
+    );
+    assert_eq!(t.nodes.len(), 2, "node4294967295 must be skipped");
+    assert_eq!(
+        t.summary().mem_total_kib,
+        Some(u64::MAX),
+        "saturates, never overflows"
+    );
+    assert_eq!(t.cache_of_cpu(0, 1).unwrap().size_kib, None);
+}
+
+#[test]
+fn a_node_whose_cpus_are_offline_is_not_memory_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    cpus(root, 2);
+    put(root, "sys/devices/system/cpu/online", "0\n");
+    node(root, 0, "0", 1, "10 20");
+    node(root, 1, "1", 1, "20 10");
+    let t = Topology::from_root(root).unwrap();
+    let n1 = t.node(1).unwrap();
+    assert!(n1.cpus.is_empty());
+    assert_eq!(n1.offline_cpus, CpuSet::parse_list("1").unwrap());
+    assert!(!n1.is_memory_only());
+    assert_eq!(t.summary().memory_only_nodes, 0);
+}

@@ -19,7 +19,7 @@ fn mark(ts: u64) -> Record {
 }
 
 /// Writes `EVENTS` marks into `sink`; returns ns per event and the sink.
-fn write_all<S: Write>(sink: S) -> (f64, S) {
+fn write_all<S: trace::StreamSink>(sink: S) -> (f64, S) {
     let header = Header {
         kind: StreamKind::Thread,
         clock: ClockSource::Monotonic,

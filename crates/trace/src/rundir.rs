@@ -37,7 +37,10 @@ impl RunDir {
             path: path.to_path_buf(),
             source,
         };
-        let mut candidate = requested.to_path_buf();
+        // Rebuilt from its components to drop a trailing `/`, which would otherwise put the
+        // numbered run inside the existing one (`contend.data/.1`).
+        let requested: PathBuf = requested.components().collect();
+        let mut candidate = requested.clone();
         for n in 1..=100_000u32 {
             match std::fs::create_dir(&candidate) {
                 Ok(()) => {
@@ -54,7 +57,7 @@ impl RunDir {
             }
         }
         Err(io_err(
-            requested,
+            &requested,
             io::Error::other("100000 numbered run directories already exist"),
         ))
     }

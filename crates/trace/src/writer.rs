@@ -4,9 +4,14 @@
 //! process killed at any moment leaves a file whose complete chunks are all readable.
 //!
 //! The writer never blocks on a full buffer by waiting: a push into a full buffer flushes it;
-//! if that write fails, or the stream has reached its byte limit,
-//! the buffered events are counted as dropped and recording goes on. Drops are stored in the
-//! next events chunk and in the trailer, so a reader always knows how many are missing.
+//! if that write fails, or the stream has reached its byte limit, the buffered events are
+//! counted as dropped and recording goes on. Drops are stored in the next events chunk and in
+//! the trailer, and returned by [`StreamWriter::finish`] even when the trailer cannot be written
+//! (for the recorder to put in meta.json).
+//!
+//! A failed write may leave part of a chunk behind (a disk that fills mid-write); the writer
+//! then cuts the sink back to its last complete chunk ([`StreamSink::rewind_to`]) and tries
+//! again at the next flush. A sink that cannot be cut stops the stream for good.
 
 use crate::format::{
     ChunkHeader, ChunkKind, Header, Record, Trailer, CHUNK_HEADER_LEN, HEADER_LEN, NO_SITE,
@@ -18,6 +23,49 @@ use std::io::{self, Write};
 /// Default events per chunk: 4096 × 16 B = 64 KiB, a good `write(2)` size.
 pub const DEFAULT_CHUNK_EVENTS: usize = 4096;
 
+/// Where a stream is written: a `Write` that can also be cut back to a length, to undo a
+/// partial write.
+pub trait StreamSink: Write {
+    /// Cuts the written data back to `len` bytes, the end of the last complete chunk.
+    fn rewind_to(&mut self, len: u64) -> io::Result<()>;
+}
+
+impl StreamSink for std::fs::File {
+    fn rewind_to(&mut self, len: u64) -> io::Result<()> {
+        use std::io::Seek;
+        self.set_len(len)?;
+        self.seek(io::SeekFrom::Start(len)).map(|_| ())
+    }
+}
+
+impl StreamSink for Vec<u8> {
+    fn rewind_to(&mut self, len: u64) -> io::Result<()> {
+        self.truncate(usize::try_from(len).map_err(io::Error::other)?);
+        Ok(())
+    }
+}
+
+impl StreamSink for io::Sink {
+    fn rewind_to(&mut self, _len: u64) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<T: StreamSink + ?Sized> StreamSink for &mut T {
+    fn rewind_to(&mut self, len: u64) -> io::Result<()> {
+        (**self).rewind_to(len)
+    }
+}
+
+/// A stream that could not be closed properly; the counts are still known.
+#[derive(Debug, thiserror::Error)]
+#[error("{error} ({} events written, {} dropped)", summary.events, summary.dropped)]
+pub struct FinishError {
+    pub summary: WriteSummary,
+    #[source]
+    pub error: io::Error,
+}
+
 /// Totals of a finished stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WriteSummary {
@@ -26,7 +74,7 @@ pub struct WriteSummary {
     pub bytes: u64,
 }
 
-pub struct StreamWriter<S: Write> {
+pub struct StreamWriter<S: StreamSink> {
     sink: S,
     /// `CHUNK_HEADER_LEN` bytes reserved for the chunk header, then the records.
     buffer: Vec<u8>,
@@ -49,13 +97,15 @@ pub struct StreamWriter<S: Write> {
     dropped: u64,
     bytes: u64,
     byte_limit: u64,
-    /// Set once a write failed: the stream is then cut at its last complete chunk.
+    /// Set once a write failed and the sink could not be cut back: nothing more is written.
     broken: bool,
+    /// The first write error, reported at close.
+    first_error: Option<io::Error>,
     /// Set once the byte limit is reached: later events are dropped, the trailer still written.
     full: bool,
 }
 
-impl<S: Write> StreamWriter<S> {
+impl<S: StreamSink> StreamWriter<S> {
     /// Writes the header at once and prepares a buffer of `chunk_events` events.
     pub fn new(mut sink: S, header: &Header, chunk_events: usize) -> io::Result<Self> {
         let chunk_events = chunk_events.clamp(1, crate::format::MAX_CHUNK_PAYLOAD / RECORD_LEN);
@@ -81,6 +131,7 @@ impl<S: Write> StreamWriter<S> {
             bytes: HEADER_LEN as u64,
             byte_limit: u64::MAX,
             broken: false,
+            first_error: None,
             full: false,
         })
     }
@@ -141,12 +192,8 @@ impl<S: Write> StreamWriter<S> {
     /// be kept is counted as dropped.
     pub fn push(&mut self, record: &Record) {
         if self.buffered == self.chunk_events {
+            // Every outcome of a flush empties the buffer (written, or counted as dropped).
             let _ = self.flush();
-        }
-        if self.buffered == self.chunk_events {
-            // The flush could not empty the buffer (see `flush`): this event is lost.
-            self.note_dropped(1);
-            return;
         }
         self.buffer.extend_from_slice(&record.encode());
         self.buffered += 1;
@@ -160,8 +207,9 @@ impl<S: Write> StreamWriter<S> {
 
     /// Writes pending tables, then the buffered events, as whole chunks. If the stream is at
     /// its byte limit, the buffered events are counted as dropped instead (and `Ok` returned:
-    /// that is the limit working). On a write error they are counted as dropped, the writer stops
-    /// writing for good, and the error is returned.
+    /// that is the limit working). On a write error they are counted as dropped, the sink is cut
+    /// back to its last complete chunk (pending table entries stay pending for the next try),
+    /// and the error is returned.
     pub fn flush(&mut self) -> io::Result<()> {
         if !self.broken && !self.full {
             // Room for these chunks and, always, the trailer.
@@ -185,8 +233,13 @@ impl<S: Write> StreamWriter<S> {
             };
         }
         let result = self.write_pending();
-        if result.is_err() {
-            self.broken = true;
+        if let Err(e) = &result {
+            if self.first_error.is_none() {
+                self.first_error = Some(copy_error(e));
+            }
+            if self.sink.rewind_to(self.bytes).is_err() {
+                self.broken = true;
+            }
             let lost = self.buffered as u64;
             self.discard_buffer();
             self.note_dropped(lost);
@@ -276,19 +329,41 @@ impl<S: Write> StreamWriter<S> {
         self.sites_overflowed
     }
 
-    /// Flushes and writes the trailer. `end_time` is the clock value at close. Fails only if
-    /// the sink failed; a stream at its byte limit still ends with a trailer counting the drops.
-    pub fn finish(self, end_time: u64) -> io::Result<WriteSummary> {
+    /// Flushes and writes the trailer. `end_time` is the clock value at close. A stream at its
+    /// byte limit still ends with a trailer counting the drops; a flush that failed is counted in
+    /// the drops and the trailer still written if the sink takes it. Otherwise the error carries
+    /// the counts, and the file ends at its last complete chunk (readable, unterminated).
+    pub fn finish(self, end_time: u64) -> Result<WriteSummary, FinishError> {
         self.close(end_time).map(|(summary, _)| summary)
     }
 
     /// [`Self::finish`], handing back the sink (an in-memory buffer, say).
-    pub fn finish_into(self, end_time: u64) -> io::Result<S> {
+    pub fn finish_into(self, end_time: u64) -> Result<S, FinishError> {
         self.close(end_time).map(|(_, sink)| sink)
     }
 
-    fn close(mut self, end_time: u64) -> io::Result<(WriteSummary, S)> {
-        self.flush()?;
+    fn close(mut self, end_time: u64) -> Result<(WriteSummary, S), FinishError> {
+        let flushed = self.flush();
+        let closed = if self.broken {
+            Err(io::Error::other("the stream was cut after a failed write"))
+        } else {
+            self.write_trailer(end_time)
+        };
+        let summary = WriteSummary {
+            events: self.events,
+            dropped: self.dropped,
+            bytes: self.bytes,
+        };
+        match closed {
+            Ok(()) => Ok((summary, self.sink)),
+            Err(error) => Err(FinishError {
+                summary,
+                error: self.first_error.or(flushed.err()).unwrap_or(error),
+            }),
+        }
+    }
+
+    fn write_trailer(&mut self, end_time: u64) -> io::Result<()> {
         let trailer = Trailer {
             events: self.events,
             dropped: self.dropped,
@@ -299,15 +374,28 @@ impl<S: Write> StreamWriter<S> {
         .encode();
         self.scratch.clear();
         append_chunk(&mut self.scratch, ChunkKind::Trailer, 0, &trailer);
-        self.sink.write_all(&self.scratch)?;
-        self.bytes += self.scratch.len() as u64;
-        self.sink.flush()?;
-        let summary = WriteSummary {
-            events: self.events,
-            dropped: self.dropped,
-            bytes: self.bytes,
-        };
-        Ok((summary, self.sink))
+        let written = self
+            .sink
+            .write_all(&self.scratch)
+            .and_then(|()| self.sink.flush());
+        match written {
+            Ok(()) => {
+                self.bytes += self.scratch.len() as u64;
+                Ok(())
+            }
+            Err(e) => {
+                let _ = self.sink.rewind_to(self.bytes);
+                Err(e)
+            }
+        }
+    }
+}
+
+/// io::Error is not Clone: keep the OS error code where there is one, else kind and text.
+fn copy_error(e: &io::Error) -> io::Error {
+    match e.raw_os_error() {
+        Some(code) => io::Error::from_raw_os_error(code),
+        None => io::Error::new(e.kind(), e.to_string()),
     }
 }
 

@@ -14,6 +14,14 @@ fn an_existing_run_is_kept_and_the_new_one_numbered() {
     assert_eq!(b.path(), dir.path().join("contend.data.1"));
     assert_eq!(c.path(), dir.path().join("contend.data.2"));
     assert!(c.path().join("streams").is_dir());
+    let mut with_slash = base.into_os_string();
+    with_slash.push("/");
+    let d = RunDir::create(std::path::Path::new(&with_slash)).unwrap();
+    assert_eq!(
+        d.path(),
+        dir.path().join("contend.data.3"),
+        "not nested in the old run"
+    );
 }
 
 #[test]

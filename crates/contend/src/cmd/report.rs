@@ -23,7 +23,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
     // The streams meta.json lists, then any stream file it does not (a recorder that died
     // before rewriting meta.json): every stream in the directory is read and validated.
-    let mut files: Vec<String> = meta.streams.iter().map(|s| s.file.clone()).collect();
+    let mut files: Vec<String> = Vec::new();
+    for s in &meta.streams {
+        if files.contains(&s.file) {
+            eprintln!(
+                "contend: note: meta.json lists {} twice; reading it once",
+                s.file
+            );
+        } else {
+            files.push(s.file.clone());
+        }
+    }
     for f in dir.stream_files().map_err(|e| bad_input(e.to_string()))? {
         if !files.contains(&f) {
             eprintln!("contend: note: {run_name}/{f} is not listed in meta.json; reading it too");
@@ -35,6 +45,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     for file in &files {
         let path = dir.path().join(file);
         let shown = format!("{run_name}/{file}");
+        // Only regular files: opening a FIFO or device planted in a run directory would block.
+        match std::fs::metadata(&path) {
+            Ok(m) if !m.is_file() => {
+                return Err(bad_input(format!("{shown}: not a regular file")));
+            }
+            _ => {}
+        }
         let mapped = StreamFile::open(&path)
             .map_err(|e| bad_input(format!("{shown}: cannot read the stream: {e}")))?;
         let stream = mapped.parse().map_err(|e| {

@@ -28,12 +28,12 @@ pub struct Args {
 
 /// Builds the topology the options ask for; shared by every command taking `--sysfs`/`--synthetic`.
 pub fn load(sysfs: Option<&PathBuf>, synthetic: Option<&str>) -> anyhow::Result<Topology> {
-    let result = match (sysfs, synthetic) {
-        (Some(root), _) => Topology::from_root(root),
-        (None, Some(spec)) => Topology::synthetic(spec),
-        (None, None) => Topology::live(),
-    };
-    result.map_err(|e| bad_input(e.to_string()))
+    match (sysfs, synthetic) {
+        (Some(root), _) => Topology::from_root(root).map_err(|e| bad_input(e.to_string())),
+        (None, Some(spec)) => Topology::synthetic(spec).map_err(|e| bad_input(e.to_string())),
+        // Not the user's input: this machine could not be read (exit 1).
+        (None, None) => Ok(Topology::live()?),
+    }
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -46,14 +46,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         eprintln!("contend: note: {note}");
     }
     if let Some(order) = args.order {
-        let cpus: Vec<String> = t.fill_order(order).iter().map(|c| c.to_string()).collect();
+        let cpus = t.fill_order(order);
         if args.json {
-            println!(
-                "{}",
-                serde_json::json!({ "order": order, "cpus": t.fill_order(order) })
-            );
+            println!("{}", serde_json::json!({ "order": order, "cpus": cpus }));
         } else {
-            println!("{}", cpus.join(","));
+            println!("{}", topology::CpuSet::list_in_order(&cpus));
         }
         return Ok(());
     }
