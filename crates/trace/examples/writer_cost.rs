@@ -2,7 +2,6 @@
 //! Run: `cargo run --release -p trace --example writer_cost`. Prints ns and bytes per event;
 //! the figures go to docs/benchmarks.md.
 
-use std::io::Write;
 use std::time::Instant;
 use trace::{ClockSource, EventKind, Header, Record, Stream, StreamKind, StreamWriter};
 
