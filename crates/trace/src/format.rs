@@ -32,7 +32,11 @@ pub const NO_STRING: u32 = u32::MAX;
 /// a return address in the target (symbolised at analysis time).
 pub const SITE_ENTRY_LEN: usize = 16;
 /// Size of the trailer payload.
-pub const TRAILER_LEN: usize = 32;
+pub const TRAILER_LEN: usize = 40;
+/// Size of one object table entry (locks, condition variables, barriers).
+pub const OBJECT_ENTRY_LEN: usize = 16;
+/// The object id meaning "no object recorded" (the table was full).
+pub const NO_OBJECT: u32 = u32::MAX;
 
 /// What a stream describes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -152,6 +156,7 @@ pub enum ChunkKind {
     Strings = 2,
     Sites = 3,
     Trailer = 4,
+    Objects = 5,
 }
 
 impl ChunkKind {
@@ -161,6 +166,7 @@ impl ChunkKind {
             2 => ChunkKind::Strings,
             3 => ChunkKind::Sites,
             4 => ChunkKind::Trailer,
+            5 => ChunkKind::Objects,
             _ => return None,
         })
     }
@@ -213,16 +219,66 @@ pub enum EventKind {
     /// A labelled point in time: `obj` is the string-table id of its label (or [`NO_STRING`]),
     /// `aux` a byte of the writer's choosing, `site` the call site.
     Mark,
+    /// A thread started waiting for a lock (its try failed): `obj` the lock (object table),
+    /// `site` the call site, `aux` [`crate::locks::LockFlags`].
+    LockWait,
+    /// A lock was acquired: `obj`, `site`, `aux` as for `LockWait`; the `contended` flag says a
+    /// `LockWait` of this thread precedes it.
+    LockAcquired,
+    /// A wait for a lock ended without it (timeout or error): `obj` the lock, `aux` the error
+    /// number (e.g. ETIMEDOUT).
+    LockFailed,
+    /// A lock was released: `obj`, `site` (the unlock's call site), `aux` flags.
+    LockReleased,
+    /// A wait on a condition variable began (its mutex was released just before): `obj` the
+    /// condition variable, `site` the call site.
+    CondWait,
+    /// A condition wait returned (its mutex is re-acquired just after): `obj` the condition
+    /// variable, `aux` the error number returned (0, or ETIMEDOUT).
+    CondWoken,
+    /// A thread arrived at a barrier: `obj` the barrier, `site` the call site.
+    BarrierWait,
+    /// A thread left a barrier: `obj` the barrier, `aux` 1 for the serial thread.
+    BarrierDone,
+    /// The stream's thread started: `obj` the creating thread's id (0 for a process's first
+    /// thread), `site` the start routine's address.
+    ThreadStart,
+    /// The stream's thread ended.
+    ThreadEnd,
+    /// The thread forked: `obj` the child's pid.
+    Fork,
     Unknown(u8),
 }
 
 impl EventKind {
     pub const MARK: u8 = 1;
+    pub const LOCK_WAIT: u8 = 2;
+    pub const LOCK_ACQUIRED: u8 = 3;
+    pub const LOCK_FAILED: u8 = 4;
+    pub const LOCK_RELEASED: u8 = 5;
+    pub const COND_WAIT: u8 = 6;
+    pub const COND_WOKEN: u8 = 7;
+    pub const BARRIER_WAIT: u8 = 8;
+    pub const BARRIER_DONE: u8 = 9;
+    pub const THREAD_START: u8 = 10;
+    pub const THREAD_END: u8 = 11;
+    pub const FORK: u8 = 12;
 
     #[inline]
     pub fn from_u8(v: u8) -> EventKind {
         match v {
             Self::MARK => EventKind::Mark,
+            Self::LOCK_WAIT => EventKind::LockWait,
+            Self::LOCK_ACQUIRED => EventKind::LockAcquired,
+            Self::LOCK_FAILED => EventKind::LockFailed,
+            Self::LOCK_RELEASED => EventKind::LockReleased,
+            Self::COND_WAIT => EventKind::CondWait,
+            Self::COND_WOKEN => EventKind::CondWoken,
+            Self::BARRIER_WAIT => EventKind::BarrierWait,
+            Self::BARRIER_DONE => EventKind::BarrierDone,
+            Self::THREAD_START => EventKind::ThreadStart,
+            Self::THREAD_END => EventKind::ThreadEnd,
+            Self::FORK => EventKind::Fork,
             other => EventKind::Unknown(other),
         }
     }
@@ -231,14 +287,87 @@ impl EventKind {
     pub fn to_u8(self) -> u8 {
         match self {
             EventKind::Mark => Self::MARK,
+            EventKind::LockWait => Self::LOCK_WAIT,
+            EventKind::LockAcquired => Self::LOCK_ACQUIRED,
+            EventKind::LockFailed => Self::LOCK_FAILED,
+            EventKind::LockReleased => Self::LOCK_RELEASED,
+            EventKind::CondWait => Self::COND_WAIT,
+            EventKind::CondWoken => Self::COND_WOKEN,
+            EventKind::BarrierWait => Self::BARRIER_WAIT,
+            EventKind::BarrierDone => Self::BARRIER_DONE,
+            EventKind::ThreadStart => Self::THREAD_START,
+            EventKind::ThreadEnd => Self::THREAD_END,
+            EventKind::Fork => Self::FORK,
             EventKind::Unknown(v) => v,
         }
     }
 
     pub fn name(self) -> String {
         match self {
-            EventKind::Mark => "mark".into(),
-            EventKind::Unknown(v) => format!("unknown kind {v}"),
+            EventKind::Mark => "mark",
+            EventKind::LockWait => "lock-wait",
+            EventKind::LockAcquired => "lock-acquired",
+            EventKind::LockFailed => "lock-failed",
+            EventKind::LockReleased => "lock-released",
+            EventKind::CondWait => "cond-wait",
+            EventKind::CondWoken => "cond-woken",
+            EventKind::BarrierWait => "barrier-wait",
+            EventKind::BarrierDone => "barrier-done",
+            EventKind::ThreadStart => "thread-start",
+            EventKind::ThreadEnd => "thread-end",
+            EventKind::Fork => "fork",
+            EventKind::Unknown(v) => return format!("unknown kind {v}"),
+        }
+        .to_string()
+    }
+
+    /// Kinds whose `obj` is an object-table id.
+    pub fn refers_to_object(self) -> bool {
+        matches!(
+            self,
+            EventKind::LockWait
+                | EventKind::LockAcquired
+                | EventKind::LockFailed
+                | EventKind::LockReleased
+                | EventKind::CondWait
+                | EventKind::CondWoken
+                | EventKind::BarrierWait
+                | EventKind::BarrierDone
+        )
+    }
+}
+
+/// What an object-table entry is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+#[repr(u8)]
+pub enum ObjectKind {
+    Mutex = 1,
+    RwLock = 2,
+    SpinLock = 3,
+    Cond = 4,
+    Barrier = 5,
+}
+
+impl ObjectKind {
+    pub fn from_u8(v: u8) -> Option<ObjectKind> {
+        Some(match v {
+            1 => ObjectKind::Mutex,
+            2 => ObjectKind::RwLock,
+            3 => ObjectKind::SpinLock,
+            4 => ObjectKind::Cond,
+            5 => ObjectKind::Barrier,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ObjectKind::Mutex => "mutex",
+            ObjectKind::RwLock => "rwlock",
+            ObjectKind::SpinLock => "spinlock",
+            ObjectKind::Cond => "condvar",
+            ObjectKind::Barrier => "barrier",
         }
     }
 }
@@ -289,9 +418,12 @@ pub struct Trailer {
     pub end_time: u64,
     pub strings: u32,
     pub sites: u32,
+    pub objects: u32,
 }
 
 impl Trailer {
+    /// `events u64 | dropped u64 | end_time u64 | strings u32 | sites u32 | objects u32 |
+    /// reserved u32`.
     pub fn encode(&self) -> [u8; TRAILER_LEN] {
         let mut b = [0u8; TRAILER_LEN];
         b[0..8].copy_from_slice(&self.events.to_le_bytes());
@@ -299,6 +431,7 @@ impl Trailer {
         b[16..24].copy_from_slice(&self.end_time.to_le_bytes());
         b[24..28].copy_from_slice(&self.strings.to_le_bytes());
         b[28..32].copy_from_slice(&self.sites.to_le_bytes());
+        b[32..36].copy_from_slice(&self.objects.to_le_bytes());
         b
     }
 }

@@ -11,9 +11,10 @@
 //! is truncated and rejected, as is any checksum mismatch.
 
 use crate::format::{
-    chunk_crc, ChunkKind, ClockSource, EventKind, Header, Record, StreamKind, Trailer,
+    chunk_crc, ChunkKind, ClockSource, EventKind, Header, ObjectKind, Record, StreamKind, Trailer,
     BYTE_ORDER_MARK, CHUNK_HEADER_LEN, CHUNK_MAGIC, HEADER_LEN, MAGIC, MAX_CHUNK_PAYLOAD,
-    MAX_STRING_LEN, NO_SITE, NO_STRING, RECORD_LEN, SITE_ENTRY_LEN, TRAILER_LEN, VERSION,
+    MAX_STRING_LEN, NO_OBJECT, NO_SITE, NO_STRING, OBJECT_ENTRY_LEN, RECORD_LEN, SITE_ENTRY_LEN,
+    TRAILER_LEN, VERSION,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -66,6 +67,8 @@ pub enum Problem {
     UndefinedSite { event: u64, site: u16 },
     #[error("event {event} refers to string {id}, which no earlier string table defines")]
     UndefinedString { event: u64, id: u32 },
+    #[error("event {event} refers to object {id}, which no earlier object table defines")]
+    UndefinedObject { event: u64, id: u32 },
     #[error("the trailer counts {declared} events but the stream holds {found}")]
     TrailerMismatch { declared: u64, found: u64 },
     #[error("{extra} bytes follow the trailer")]
@@ -89,6 +92,8 @@ pub struct Stream<'a> {
     /// (offset of the first record, number of records) of each events chunk.
     event_chunks: Vec<(usize, usize)>,
     strings: HashMap<u32, &'a str>,
+    /// Object id -> (kind, address).
+    objects: HashMap<u32, (ObjectKind, u64)>,
     /// Indexed by site id (ids are below 65535, so this is bounded at 1 MiB).
     sites: Vec<Option<u64>>,
     site_count: usize,
@@ -178,6 +183,7 @@ impl<'a> Stream<'a> {
             bytes,
             event_chunks: Vec::new(),
             strings: HashMap::new(),
+            objects: HashMap::new(),
             sites: Vec::new(),
             site_count: 0,
             kind_counts: Box::new([0; 256]),
@@ -272,6 +278,9 @@ impl<'a> Stream<'a> {
                 ChunkKind::Sites => s
                     .read_sites(payload, count)
                     .map_err(|why| malformed("call sites", why))?,
+                ChunkKind::Objects => s
+                    .read_objects(payload, count)
+                    .map_err(|why| malformed("objects", why))?,
                 ChunkKind::Trailer => {
                     if payload_len != TRAILER_LEN {
                         return Err(malformed(
@@ -285,6 +294,7 @@ impl<'a> Stream<'a> {
                         end_time: le64(payload, 16),
                         strings: le32(payload, 24),
                         sites: le32(payload, 28),
+                        objects: le32(payload, 32),
                     };
                     if t.events != s.events {
                         return Err(ReadError::at(
@@ -295,15 +305,13 @@ impl<'a> Stream<'a> {
                             },
                         ));
                     }
-                    if (t.strings as usize, t.sites as usize) != (s.strings.len(), s.site_count) {
+                    let declared = (t.strings as usize, t.sites as usize, t.objects as usize);
+                    let defined = (s.strings.len(), s.site_count, s.objects.len());
+                    if declared != defined {
                         return Err(malformed(
                             "trailer",
                             format!(
-                                "it counts {} strings and {} call sites but the tables define {} and {}",
-                                t.strings,
-                                t.sites,
-                                s.strings.len(),
-                                s.site_count
+                                "it counts {declared:?} strings, call sites and objects but the tables define {defined:?}"
                             ),
                         ));
                     }
@@ -353,6 +361,13 @@ impl<'a> Stream<'a> {
                     Problem::UndefinedString { event, id: r.obj },
                 ));
             }
+            if r.kind.refers_to_object() && r.obj != NO_OBJECT && !self.objects.contains_key(&r.obj)
+            {
+                return Err(ReadError::at(
+                    off + 12,
+                    Problem::UndefinedObject { event, id: r.obj },
+                ));
+            }
             self.kind_counts[usize::from(r.kind.to_u8())] += 1;
             self.first_ts = Some(self.first_ts.map_or(r.ts, |t| t.min(r.ts)));
             self.last_ts = Some(self.last_ts.map_or(r.ts, |t| t.max(r.ts)));
@@ -390,6 +405,34 @@ impl<'a> Stream<'a> {
                 "{} bytes after the last entry",
                 payload.len() - pos
             ));
+        }
+        Ok(())
+    }
+
+    fn read_objects(&mut self, payload: &[u8], count: usize) -> Result<(), String> {
+        if count.checked_mul(OBJECT_ENTRY_LEN) != Some(payload.len()) {
+            return Err(format!(
+                "{} bytes is not {count} entries of {OBJECT_ENTRY_LEN} bytes",
+                payload.len()
+            ));
+        }
+        for n in 0..count {
+            let at = n * OBJECT_ENTRY_LEN;
+            let id = le32(payload, at);
+            let kind = ObjectKind::from_u8(payload[at + 4]).ok_or(format!(
+                "entry {n} has unknown object kind {}",
+                payload[at + 4]
+            ))?;
+            if id == NO_OBJECT {
+                return Err(format!("object id {id} is reserved"));
+            }
+            if self
+                .objects
+                .insert(id, (kind, le64(payload, at + 8)))
+                .is_some()
+            {
+                return Err(format!("object id {id} is defined twice"));
+            }
         }
         Ok(())
     }
@@ -438,6 +481,15 @@ impl<'a> Stream<'a> {
 
     pub fn site_address(&self, id: u16) -> Option<u64> {
         self.sites.get(usize::from(id)).copied().flatten()
+    }
+
+    /// The kind and address of an object (lock, condition variable, barrier).
+    pub fn object(&self, id: u32) -> Option<(ObjectKind, u64)> {
+        self.objects.get(&id).copied()
+    }
+
+    pub fn object_count(&self) -> usize {
+        self.objects.len()
     }
 
     pub fn string_count(&self) -> usize {

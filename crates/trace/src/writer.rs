@@ -14,8 +14,8 @@
 //! again at the next flush. A sink that cannot be cut stops the stream for good.
 
 use crate::format::{
-    ChunkHeader, ChunkKind, Header, Record, Trailer, CHUNK_HEADER_LEN, HEADER_LEN, NO_SITE,
-    RECORD_LEN, SITE_ENTRY_LEN, TRAILER_LEN,
+    ChunkHeader, ChunkKind, Header, ObjectKind, Record, Trailer, CHUNK_HEADER_LEN, HEADER_LEN,
+    NO_SITE, OBJECT_ENTRY_LEN, RECORD_LEN, SITE_ENTRY_LEN, TRAILER_LEN,
 };
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -80,16 +80,15 @@ pub struct StreamWriter<S: StreamSink> {
     buffer: Vec<u8>,
     chunk_events: usize,
     buffered: usize,
-    /// Encoded table entries not yet written, with their counts.
-    pending_strings: (Vec<u8>, u32),
-    pending_sites: (Vec<u8>, u32),
-    /// Table entries already in the file (the trailer counts these, not the pending ones).
-    strings_written: u32,
-    sites_written: u32,
+    /// Table entries not yet written, and counts of those already in the file.
+    string_table: Table,
+    site_table: Table,
+    object_table: Table,
     /// Reused to assemble table chunks and the events chunk into one write.
     scratch: Vec<u8>,
     strings: HashMap<Box<str>, u32>,
     sites: HashMap<u64, u16>,
+    objects: HashMap<u64, u32>,
     /// Call sites seen after the table was full (recorded as `NO_SITE`).
     sites_overflowed: u64,
     dropped_since_chunk: u32,
@@ -117,13 +116,13 @@ impl<S: StreamSink> StreamWriter<S> {
             buffer,
             chunk_events,
             buffered: 0,
-            pending_strings: (Vec::new(), 0),
-            pending_sites: (Vec::new(), 0),
-            strings_written: 0,
-            sites_written: 0,
+            string_table: Table::default(),
+            site_table: Table::default(),
+            object_table: Table::default(),
             scratch: Vec::new(),
             strings: HashMap::new(),
             sites: HashMap::new(),
+            objects: HashMap::new(),
             sites_overflowed: 0,
             dropped_since_chunk: 0,
             events: 0,
@@ -152,17 +151,17 @@ impl<S: StreamSink> StreamWriter<S> {
         while !s.is_char_boundary(end) {
             end -= 1;
         }
-        if self.pending_strings.0.len() + 8 + end + 3 > crate::format::MAX_CHUNK_PAYLOAD {
+        if self.string_table.pending.len() + 8 + end + 3 > crate::format::MAX_CHUNK_PAYLOAD {
             // Keep every table chunk within the size a reader accepts.
             let _ = self.flush();
         }
         let id = self.strings.len() as u32;
-        let (buf, count) = &mut self.pending_strings;
-        buf.extend_from_slice(&id.to_le_bytes());
-        buf.extend_from_slice(&(end as u32).to_le_bytes());
-        buf.extend_from_slice(&s.as_bytes()[..end]);
-        buf.resize(buf.len().next_multiple_of(4), 0);
-        *count += 1;
+        let t = &mut self.string_table;
+        t.pending.extend_from_slice(&id.to_le_bytes());
+        t.pending.extend_from_slice(&(end as u32).to_le_bytes());
+        t.pending.extend_from_slice(&s.as_bytes()[..end]);
+        t.pending.resize(t.pending.len().next_multiple_of(4), 0);
+        t.count += 1;
         self.strings.insert(s.into(), id);
         id
     }
@@ -178,13 +177,32 @@ impl<S: StreamSink> StreamWriter<S> {
             return NO_SITE;
         }
         let id = self.sites.len() as u16;
-        let (buf, count) = &mut self.pending_sites;
-        buf.extend_from_slice(&u32::from(id).to_le_bytes());
-        buf.extend_from_slice(&0u32.to_le_bytes());
-        buf.extend_from_slice(&address.to_le_bytes());
-        debug_assert_eq!(buf.len() % SITE_ENTRY_LEN, 0);
-        *count += 1;
+        let t = &mut self.site_table;
+        t.pending.extend_from_slice(&u32::from(id).to_le_bytes());
+        t.pending.extend_from_slice(&0u32.to_le_bytes());
+        t.pending.extend_from_slice(&address.to_le_bytes());
+        debug_assert_eq!(t.pending.len() % SITE_ENTRY_LEN, 0);
+        t.count += 1;
         self.sites.insert(address, id);
+        id
+    }
+
+    /// The table id of a lock, condition variable or barrier at `address`, adding it on first
+    /// use. Objects are keyed by address; the kind of the first use is kept.
+    pub fn intern_object(&mut self, address: u64, kind: ObjectKind) -> u32 {
+        if let Some(&id) = self.objects.get(&address) {
+            return id;
+        }
+        if self.object_table.pending.len() + OBJECT_ENTRY_LEN > crate::format::MAX_CHUNK_PAYLOAD {
+            let _ = self.flush();
+        }
+        let id = self.objects.len() as u32;
+        let t = &mut self.object_table;
+        t.pending.extend_from_slice(&id.to_le_bytes());
+        t.pending.extend_from_slice(&[kind as u8, 0, 0, 0]);
+        t.pending.extend_from_slice(&address.to_le_bytes());
+        t.count += 1;
+        self.objects.insert(address, id);
         id
     }
 
@@ -213,10 +231,11 @@ impl<S: StreamSink> StreamWriter<S> {
     pub fn flush(&mut self) -> io::Result<()> {
         if !self.broken && !self.full {
             // Room for these chunks and, always, the trailer.
-            let need = (self.pending_strings.0.len()
-                + self.pending_sites.0.len()
+            let need = (self.string_table.pending.len()
+                + self.site_table.pending.len()
+                + self.object_table.pending.len()
                 + self.buffered * RECORD_LEN
-                + 4 * CHUNK_HEADER_LEN
+                + 5 * CHUNK_HEADER_LEN
                 + TRAILER_LEN) as u64;
             if self.bytes + need > self.byte_limit {
                 self.full = true;
@@ -268,8 +287,9 @@ impl<S: StreamSink> StreamWriter<S> {
             .encode(&self.buffer[CHUNK_HEADER_LEN..]);
             self.buffer[..CHUNK_HEADER_LEN].copy_from_slice(&header);
         }
-        let (n_strings, n_sites) = (self.pending_strings.1, self.pending_sites.1);
-        let written = if n_strings == 0 && n_sites == 0 {
+        let tables_pending =
+            self.string_table.count + self.site_table.count + self.object_table.count;
+        let written = if tables_pending == 0 {
             if !has_events {
                 return self.sink.flush();
             }
@@ -277,33 +297,26 @@ impl<S: StreamSink> StreamWriter<S> {
             self.buffer.len()
         } else {
             self.scratch.clear();
-            if n_strings > 0 {
-                append_chunk(
-                    &mut self.scratch,
-                    ChunkKind::Strings,
-                    n_strings,
-                    &self.pending_strings.0,
-                );
-            }
-            if n_sites > 0 {
-                append_chunk(
-                    &mut self.scratch,
-                    ChunkKind::Sites,
-                    n_sites,
-                    &self.pending_sites.0,
-                );
+            for (kind, table) in [
+                (ChunkKind::Strings, &self.string_table),
+                (ChunkKind::Sites, &self.site_table),
+                (ChunkKind::Objects, &self.object_table),
+            ] {
+                if table.count > 0 {
+                    append_chunk(&mut self.scratch, kind, table.count, &table.pending);
+                }
             }
             if has_events {
                 self.scratch.extend_from_slice(&self.buffer);
             }
             self.sink.write_all(&self.scratch)?;
-            // Cleared, not replaced: their capacity serves the next new entries.
-            self.pending_strings.0.clear();
-            self.pending_strings.1 = 0;
-            self.pending_sites.0.clear();
-            self.pending_sites.1 = 0;
-            self.strings_written += n_strings;
-            self.sites_written += n_sites;
+            for table in [
+                &mut self.string_table,
+                &mut self.site_table,
+                &mut self.object_table,
+            ] {
+                table.mark_written();
+            }
             self.scratch.len()
         };
         self.bytes += written as u64;
@@ -368,8 +381,9 @@ impl<S: StreamSink> StreamWriter<S> {
             events: self.events,
             dropped: self.dropped,
             end_time,
-            strings: self.strings_written,
-            sites: self.sites_written,
+            strings: self.string_table.written,
+            sites: self.site_table.written,
+            objects: self.object_table.written,
         }
         .encode();
         self.scratch.clear();
@@ -388,6 +402,23 @@ impl<S: StreamSink> StreamWriter<S> {
                 Err(e)
             }
         }
+    }
+}
+
+/// Entries of one table not yet in the file, and how many are.
+#[derive(Default)]
+struct Table {
+    pending: Vec<u8>,
+    count: u32,
+    written: u32,
+}
+
+impl Table {
+    fn mark_written(&mut self) {
+        // Cleared, not replaced: the capacity serves the next new entries.
+        self.pending.clear();
+        self.written += self.count;
+        self.count = 0;
     }
 }
 

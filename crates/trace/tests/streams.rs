@@ -324,6 +324,7 @@ fn hostile_lengths_and_kinds_inside_valid_checksums_are_refused() {
         end_time: 0,
         strings: 3,
         sites: 0,
+        objects: 0,
     };
     let e = Stream::parse(&hand_built(&[(
         ChunkKind::Trailer,
@@ -632,4 +633,58 @@ fn string_tables_stay_within_what_the_reader_accepts() {
     let s = Stream::parse(&bytes).expect("every chunk within the reader's limit");
     assert_eq!(s.string_count(), 1100);
     assert!(s.string(ids[1099]).unwrap().starts_with("00001099"));
+}
+
+#[test]
+fn lock_events_name_their_objects() {
+    let mut w = StreamWriter::new(Vec::new(), &header(), 16).unwrap();
+    let lock = w.intern_object(0x7fff_0000_1000, trace::ObjectKind::Mutex);
+    assert_eq!(
+        w.intern_object(0x7fff_0000_1000, trace::ObjectKind::Mutex),
+        lock
+    );
+    let cond = w.intern_object(0x7fff_0000_2000, trace::ObjectKind::Cond);
+    let site = w.intern_site(0x401234);
+    for (ts, kind, obj) in [
+        (10, EventKind::LockWait, lock),
+        (20, EventKind::LockAcquired, lock),
+        (30, EventKind::LockReleased, lock),
+        (40, EventKind::CondWait, cond),
+        (50, EventKind::CondWoken, cond),
+    ] {
+        w.push(&Record {
+            ts,
+            kind,
+            aux: 0,
+            site,
+            obj,
+        });
+    }
+    let bytes = w.finish_into(60).unwrap();
+    let s = Stream::parse(&bytes).unwrap();
+    assert_eq!(
+        s.object(lock),
+        Some((trace::ObjectKind::Mutex, 0x7fff_0000_1000))
+    );
+    assert_eq!(
+        s.object(cond),
+        Some((trace::ObjectKind::Cond, 0x7fff_0000_2000))
+    );
+    assert_eq!(s.counts[&EventKind::LockAcquired], 1);
+    assert_eq!(s.trailer.unwrap().objects, 2);
+
+    // A lock event naming an object no table defines is refused.
+    let mut w = StreamWriter::new(Vec::new(), &header(), 16).unwrap();
+    w.push(&Record {
+        ts: 1,
+        kind: EventKind::LockAcquired,
+        aux: 0,
+        site: trace::NO_SITE,
+        obj: 7,
+    });
+    let bytes = w.finish_into(2).unwrap();
+    assert_eq!(
+        Stream::parse(&bytes).unwrap_err().problem,
+        Problem::UndefinedObject { event: 0, id: 7 }
+    );
 }
