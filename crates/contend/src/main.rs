@@ -38,6 +38,10 @@ enum Command {
     ///
     /// Example: `contend where $(pidof mysqld)`, `contend where 1234 --watch 1`.
     Where(cmd::where_::Args),
+    /// Run a program under observation into a run directory (`--locks`: its pthread locks).
+    ///
+    /// Example: `contend record --locks -- ./server --threads 8`, then `contend report`.
+    Record(cmd::record::Args),
     /// Explain a run directory: what was recorded, events and drops, per stream.
     ///
     /// Example: `contend report contend.data`.
@@ -53,6 +57,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Topo(a) => cmd::topo::run(a),
         Command::Where(a) => cmd::where_::run(a),
+        Command::Record(a) => cmd::record::run(a),
         Command::Report(a) => cmd::report::run(a),
         Command::Demo(a) => cmd::demo::run(a),
     };

@@ -186,6 +186,13 @@ impl Producer {
         true
     }
 
+    /// Counts an event that was not recorded (the thread was inside the probe already, e.g. a
+    /// signal handler interrupted a record).
+    pub fn count_dropped(&mut self) {
+        // SAFETY: the header is mapped for the Producer's lifetime.
+        unsafe { atomic64(self.base, OFF_DROPPED) }.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Marks the ring closed (its thread ended); the consumer drains it and lets it go.
     pub fn close(&mut self) {
         // SAFETY: the header is mapped for the Producer's lifetime.

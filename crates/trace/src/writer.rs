@@ -217,6 +217,12 @@ impl<S: StreamSink> StreamWriter<S> {
         self.buffered += 1;
     }
 
+    /// Counts events lost before they reached this writer (a probe's full ring, say); they are
+    /// reported like the writer's own drops.
+    pub fn count_dropped(&mut self, n: u64) {
+        self.note_dropped(n);
+    }
+
     fn note_dropped(&mut self, n: u64) {
         self.dropped += n;
         let n32 = u32::try_from(n).unwrap_or(u32::MAX);

@@ -1,0 +1,220 @@
+//! Drains the probe's shared-memory rings (`trace::ring`) into the run directory's event
+//! streams: one stream per ring, i.e. per thread of each process image.
+//!
+//! The probe's in-band definitions (call sites, objects) become the stream's tables; its ids
+//! are translated to the stream's. A ring that turns out corrupt (the target scribbled on it)
+//! is dropped with a note rather than trusted.
+
+use memmap2::MmapMut;
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::path::{Path, PathBuf};
+use trace::meta::StreamEntry;
+use trace::ring::{self, Consumer};
+use trace::{ClockSource, EventKind, Header, ObjectKind, Record, RunDir, StreamKind, StreamWriter};
+use trace::{NO_OBJECT, NO_SITE};
+
+/// One ring being drained into one stream.
+struct RingStream {
+    map: MmapMut,
+    writer: StreamWriter<File>,
+    file: String,
+    pid: u32,
+    tid: u32,
+    /// Probe id -> stream id.
+    sites: Vec<u16>,
+    objects: Vec<u32>,
+    dropped_seen: u64,
+    closed: bool,
+    broken: bool,
+}
+
+pub struct RingDrainer {
+    rings_dir: PathBuf,
+    run: RunDir,
+    clock: ClockSource,
+    clock_hz: u64,
+    rings: BTreeMap<String, RingStream>,
+    /// Problems worth telling the user, once each.
+    pub notes: Vec<String>,
+}
+
+impl RingDrainer {
+    pub fn new(run: &RunDir, rings_dir: &Path, clock: ClockSource, clock_hz: u64) -> RingDrainer {
+        RingDrainer {
+            rings_dir: rings_dir.to_path_buf(),
+            run: run.clone(),
+            clock,
+            clock_hz,
+            rings: BTreeMap::new(),
+            notes: Vec::new(),
+        }
+    }
+
+    pub fn rings_dir(&self) -> &Path {
+        &self.rings_dir
+    }
+
+    /// Maps rings that appeared since the last call.
+    pub fn discover(&mut self) {
+        let Ok(entries) = std::fs::read_dir(&self.rings_dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !name.ends_with(".ring") || self.rings.contains_key(&name) {
+                continue;
+            }
+            match self.open(&e.path(), &name) {
+                Ok(r) => {
+                    self.rings.insert(name, r);
+                }
+                Err(why) => self.notes.push(format!("ring {name}: {why}; not recorded")),
+            }
+        }
+    }
+
+    fn open(&self, path: &Path, name: &str) -> Result<RingStream, String> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| e.to_string())?;
+        // SAFETY: the ring is shared with the target by design; every value read from it is
+        // validated by `Consumer` before use, and only atomics are written.
+        let mut map = unsafe { MmapMut::map_mut(&file) }.map_err(|e| e.to_string())?;
+        let info = Consumer::new(&mut map[..])
+            .map_err(|e| e.to_string())?
+            .info();
+        let stem = name.trim_end_matches(".ring");
+        let (stream_path, rel) = self.run.stream_path(stem);
+        let header = Header {
+            kind: StreamKind::Thread,
+            clock: self.clock,
+            clock_hz: self.clock_hz,
+            pid: info.pid,
+            tid: info.tid,
+            rank: -1,
+            base_time: info.start,
+        };
+        let out =
+            File::create(&stream_path).map_err(|e| format!("{}: {e}", stream_path.display()))?;
+        let writer = StreamWriter::new(out, &header, trace::DEFAULT_CHUNK_EVENTS)
+            .map_err(|e| format!("{}: {e}", stream_path.display()))?;
+        Ok(RingStream {
+            map,
+            writer,
+            file: rel,
+            pid: info.pid,
+            tid: info.tid,
+            sites: Vec::new(),
+            objects: Vec::new(),
+            dropped_seen: 0,
+            closed: false,
+            broken: false,
+        })
+    }
+
+    /// Moves everything the probes wrote since the last call into the streams. Returns the
+    /// number of records moved.
+    pub fn drain(&mut self) -> u64 {
+        let mut moved = 0;
+        for (name, r) in self.rings.iter_mut() {
+            if r.closed || r.broken {
+                continue;
+            }
+            let Ok(mut c) = Consumer::new(&mut r.map[..]) else {
+                r.broken = true;
+                continue;
+            };
+            let closed = c.is_closed();
+            let dropped = c.dropped();
+            let writer = &mut r.writer;
+            let (sites, objects) = (&mut r.sites, &mut r.objects);
+            match c.drain(|rec| translate(rec, writer, sites, objects)) {
+                Ok(n) => moved += n,
+                Err(e) => {
+                    self.notes
+                        .push(format!("ring {name}: {e}; the rest of this thread is lost"));
+                    r.broken = true;
+                }
+            }
+            if dropped > r.dropped_seen {
+                r.writer.count_dropped(dropped - r.dropped_seen);
+                r.dropped_seen = dropped;
+            }
+            r.closed = closed;
+        }
+        moved
+    }
+
+    /// Drains one last time, closes every stream and returns their entries for meta.json. Ring
+    /// files are removed (their data now lives in the streams); `.maps` copies are kept.
+    pub fn finish(mut self, end_time: u64) -> (Vec<StreamEntry>, Vec<String>) {
+        self.discover();
+        self.drain();
+        let mut entries = Vec::new();
+        for (name, r) in std::mem::take(&mut self.rings) {
+            let (events, dropped) = match r.writer.finish(end_time) {
+                Ok(s) => (s.events, s.dropped),
+                Err(e) => {
+                    self.notes.push(format!("stream {}: {e}", r.file));
+                    (e.summary.events, e.summary.dropped)
+                }
+            };
+            entries.push(StreamEntry {
+                file: r.file,
+                kind: StreamKind::Thread,
+                pid: r.pid,
+                tid: r.tid,
+                rank: None,
+                events,
+                dropped,
+            });
+            drop(r.map);
+            let _ = std::fs::remove_file(self.rings_dir.join(&name));
+        }
+        (entries, self.notes)
+    }
+}
+
+/// Turns one ring record into a stream record (or a table entry).
+fn translate(
+    rec: Record,
+    w: &mut StreamWriter<File>,
+    sites: &mut Vec<u16>,
+    objects: &mut Vec<u32>,
+) {
+    match rec.kind {
+        EventKind::Unknown(ring::DEF_SITE) => {
+            let id = usize::from(rec.site);
+            if id < usize::from(NO_SITE) {
+                if sites.len() <= id {
+                    sites.resize(id + 1, NO_SITE);
+                }
+                sites[id] = w.intern_site(rec.ts);
+            }
+        }
+        EventKind::Unknown(ring::DEF_OBJECT) => {
+            let id = rec.obj as usize;
+            // Ids are dense from 0; a bound keeps a scribbled id from allocating gigabytes.
+            if id <= objects.len() + 1_000_000 {
+                if let Some(kind) = ObjectKind::from_u8(rec.aux) {
+                    if objects.len() <= id {
+                        objects.resize(id + 1, NO_OBJECT);
+                    }
+                    objects[id] = w.intern_object(rec.ts, kind);
+                }
+            }
+        }
+        kind => {
+            let site = sites.get(usize::from(rec.site)).copied().unwrap_or(NO_SITE);
+            let obj = if kind.refers_to_object() {
+                objects.get(rec.obj as usize).copied().unwrap_or(NO_OBJECT)
+            } else {
+                rec.obj
+            };
+            w.push(&Record { site, obj, ..rec });
+        }
+    }
+}

@@ -1,0 +1,440 @@
+//! The interposed functions. Each exported symbol is a two-instruction trampoline that passes
+//! its own return address (the program's call site) as an extra argument to the Rust hook, then
+//! jumps to it; the hook returns straight to the program. The hooks call the real function and
+//! return exactly what it returned: recording never changes a result, errno, or which call the
+//! program's request ends up in.
+//!
+//! Contention is detected as the thesis's mutex tool did it (§3.1.2.1): try first; a try that
+//! succeeds is an uncontended acquisition; a try that fails with EBUSY starts a timed wait,
+//! ended by the real blocking call. Any other try result (EINVAL, EAGAIN, EDEADLK,
+//! ENOTRECOVERABLE, ...) is left to the blocking call to report, so the program sees the answer
+//! the real function gives it.
+
+use crate::real;
+use crate::thread::{self, with_recording};
+use crate::{clock, config};
+use libc::{c_int, c_void};
+use trace::locks::{AFTER_COND, CONTENDED, MODE_EXCLUSIVE, MODE_SHARED, MODE_SPIN, MODE_UNKNOWN};
+use trace::locks::{OWNER_DIED, TIMED, TRY};
+use trace::{EventKind, ObjectKind};
+
+/// Defines an exported function whose trampoline puts the return address in the register of
+/// the argument after its own arguments, and jumps to `$hook`.
+macro_rules! interpose {
+    ($name:ident ($($arg:ident: $ty:ty),*) -> $ret:ty, $hook:ident, $x86:literal, $arm:literal) => {
+        #[unsafe(naked)]
+        #[unsafe(no_mangle)]
+        /// # Safety
+        /// Called by the program as the pthread function of the same name.
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
+            #[cfg(target_arch = "x86_64")]
+            core::arch::naked_asm!(concat!("mov ", $x86, ", [rsp]"), "jmp {h}", h = sym $hook);
+            #[cfg(target_arch = "aarch64")]
+            core::arch::naked_asm!(concat!("mov ", $arm, ", x30"), "b {h}", h = sym $hook);
+        }
+    };
+}
+
+type Ptr = *mut c_void;
+type CPtr = *const c_void;
+
+interpose!(pthread_mutex_lock(m: Ptr) -> c_int, mutex_lock, "rsi", "x1");
+interpose!(pthread_mutex_trylock(m: Ptr) -> c_int, mutex_trylock, "rsi", "x1");
+interpose!(pthread_mutex_timedlock(m: Ptr, t: CPtr) -> c_int, mutex_timedlock, "rdx", "x2");
+interpose!(pthread_mutex_clocklock(m: Ptr, c: libc::clockid_t, t: CPtr) -> c_int, mutex_clocklock, "rcx", "x3");
+interpose!(pthread_mutex_unlock(m: Ptr) -> c_int, mutex_unlock, "rsi", "x1");
+interpose!(pthread_rwlock_rdlock(l: Ptr) -> c_int, rw_rdlock, "rsi", "x1");
+interpose!(pthread_rwlock_tryrdlock(l: Ptr) -> c_int, rw_tryrdlock, "rsi", "x1");
+interpose!(pthread_rwlock_timedrdlock(l: Ptr, t: CPtr) -> c_int, rw_timedrdlock, "rdx", "x2");
+interpose!(pthread_rwlock_clockrdlock(l: Ptr, c: libc::clockid_t, t: CPtr) -> c_int, rw_clockrdlock, "rcx", "x3");
+interpose!(pthread_rwlock_wrlock(l: Ptr) -> c_int, rw_wrlock, "rsi", "x1");
+interpose!(pthread_rwlock_trywrlock(l: Ptr) -> c_int, rw_trywrlock, "rsi", "x1");
+interpose!(pthread_rwlock_timedwrlock(l: Ptr, t: CPtr) -> c_int, rw_timedwrlock, "rdx", "x2");
+interpose!(pthread_rwlock_clockwrlock(l: Ptr, c: libc::clockid_t, t: CPtr) -> c_int, rw_clockwrlock, "rcx", "x3");
+interpose!(pthread_rwlock_unlock(l: Ptr) -> c_int, rw_unlock, "rsi", "x1");
+interpose!(pthread_spin_lock(l: Ptr) -> c_int, spin_lock, "rsi", "x1");
+interpose!(pthread_spin_trylock(l: Ptr) -> c_int, spin_trylock, "rsi", "x1");
+interpose!(pthread_spin_unlock(l: Ptr) -> c_int, spin_unlock, "rsi", "x1");
+interpose!(pthread_cond_wait(c: Ptr, m: Ptr) -> c_int, cond_wait, "rdx", "x2");
+interpose!(pthread_cond_timedwait(c: Ptr, m: Ptr, t: CPtr) -> c_int, cond_timedwait, "rcx", "x3");
+interpose!(pthread_cond_clockwait(c: Ptr, m: Ptr, k: libc::clockid_t, t: CPtr) -> c_int, cond_clockwait, "r8", "x4");
+interpose!(pthread_barrier_wait(b: Ptr) -> c_int, barrier_wait, "rsi", "x1");
+
+/// Acquires through `attempt` (a try) and, when that finds the lock busy, `block` (the
+/// program's own call), recording what happened.
+#[inline(always)]
+fn acquire(
+    lock: CPtr,
+    kind: ObjectKind,
+    mode: u8,
+    site: usize,
+    attempt: impl FnOnce() -> c_int,
+    block: impl FnOnce() -> c_int,
+) -> c_int {
+    if !config::recording() {
+        return block();
+    }
+    let r = attempt();
+    if r == 0 || r == libc::EOWNERDEAD {
+        let ts = clock::now();
+        let aux = mode | if r == 0 { 0 } else { OWNER_DIED };
+        with_recording(|st| st.record(EventKind::LockAcquired, aux, (lock, kind), site, ts));
+        return r;
+    }
+    if r != libc::EBUSY {
+        return block();
+    }
+    let waited = clock::now();
+    with_recording(|st| st.record(EventKind::LockWait, mode, (lock, kind), site, waited));
+    let r = block();
+    let ts = clock::now();
+    if r == 0 || r == libc::EOWNERDEAD {
+        let aux = mode | CONTENDED | if r == 0 { 0 } else { OWNER_DIED };
+        with_recording(|st| st.record(EventKind::LockAcquired, aux, (lock, kind), site, ts));
+    } else {
+        let aux = r.clamp(0, 255) as u8;
+        with_recording(|st| st.record(EventKind::LockFailed, aux, (lock, kind), site, ts));
+    }
+    r
+}
+
+/// A try-lock called by the program: recorded only when it acquires.
+#[inline(always)]
+fn try_acquire(
+    lock: CPtr,
+    kind: ObjectKind,
+    mode: u8,
+    site: usize,
+    attempt: impl FnOnce() -> c_int,
+) -> c_int {
+    let r = attempt();
+    if (r == 0 || r == libc::EOWNERDEAD) && config::recording() {
+        let ts = clock::now();
+        let aux = mode | TRY | if r == 0 { 0 } else { OWNER_DIED };
+        with_recording(|st| st.record(EventKind::LockAcquired, aux, (lock, kind), site, ts));
+    }
+    r
+}
+
+#[inline(always)]
+fn release(
+    lock: CPtr,
+    kind: ObjectKind,
+    mode: u8,
+    site: usize,
+    unlock: impl FnOnce() -> c_int,
+) -> c_int {
+    if !config::recording() {
+        return unlock();
+    }
+    // Timed before the real unlock: the next owner's acquisition is then always later.
+    let ts = clock::now();
+    let r = unlock();
+    if r == 0 {
+        with_recording(|st| st.record(EventKind::LockReleased, mode, (lock, kind), site, ts));
+    }
+    r
+}
+
+// SAFETY (all hooks): the pointers come from the program and go unchanged to the real function
+// with the same signature; the probe only uses them as addresses.
+
+extern "C" fn mutex_lock(m: Ptr, site: usize) -> c_int {
+    acquire(
+        m,
+        ObjectKind::Mutex,
+        MODE_EXCLUSIVE,
+        site,
+        || unsafe { real::fn1_mutex_trylock()(m) },
+        || unsafe { real::fn1_mutex_lock()(m) },
+    )
+}
+
+extern "C" fn mutex_trylock(m: Ptr, site: usize) -> c_int {
+    try_acquire(m, ObjectKind::Mutex, MODE_EXCLUSIVE, site, || unsafe {
+        real::fn1_mutex_trylock()(m)
+    })
+}
+
+extern "C" fn mutex_timedlock(m: Ptr, t: CPtr, site: usize) -> c_int {
+    acquire(
+        m,
+        ObjectKind::Mutex,
+        MODE_EXCLUSIVE | TIMED,
+        site,
+        || unsafe { real::fn1_mutex_trylock()(m) },
+        || unsafe { real::fn2_mutex_timedlock()(m, t) },
+    )
+}
+
+extern "C" fn mutex_clocklock(m: Ptr, c: libc::clockid_t, t: CPtr, site: usize) -> c_int {
+    acquire(
+        m,
+        ObjectKind::Mutex,
+        MODE_EXCLUSIVE | TIMED,
+        site,
+        || unsafe { real::fn1_mutex_trylock()(m) },
+        || unsafe { real::fnclock_mutex_clocklock()(m, c, t) },
+    )
+}
+
+extern "C" fn mutex_unlock(m: Ptr, site: usize) -> c_int {
+    release(m, ObjectKind::Mutex, MODE_EXCLUSIVE, site, || unsafe {
+        real::fn1_mutex_unlock()(m)
+    })
+}
+
+extern "C" fn rw_rdlock(l: Ptr, site: usize) -> c_int {
+    acquire(
+        l,
+        ObjectKind::RwLock,
+        MODE_SHARED,
+        site,
+        || unsafe { real::fn1_rw_tryrdlock()(l) },
+        || unsafe { real::fn1_rw_rdlock()(l) },
+    )
+}
+
+extern "C" fn rw_tryrdlock(l: Ptr, site: usize) -> c_int {
+    try_acquire(l, ObjectKind::RwLock, MODE_SHARED, site, || unsafe {
+        real::fn1_rw_tryrdlock()(l)
+    })
+}
+
+extern "C" fn rw_timedrdlock(l: Ptr, t: CPtr, site: usize) -> c_int {
+    acquire(
+        l,
+        ObjectKind::RwLock,
+        MODE_SHARED | TIMED,
+        site,
+        || unsafe { real::fn1_rw_tryrdlock()(l) },
+        || unsafe { real::fn2_rw_timedrdlock()(l, t) },
+    )
+}
+
+extern "C" fn rw_clockrdlock(l: Ptr, c: libc::clockid_t, t: CPtr, site: usize) -> c_int {
+    acquire(
+        l,
+        ObjectKind::RwLock,
+        MODE_SHARED | TIMED,
+        site,
+        || unsafe { real::fn1_rw_tryrdlock()(l) },
+        || unsafe { real::fnclock_rw_clockrdlock()(l, c, t) },
+    )
+}
+
+extern "C" fn rw_wrlock(l: Ptr, site: usize) -> c_int {
+    acquire(
+        l,
+        ObjectKind::RwLock,
+        MODE_EXCLUSIVE,
+        site,
+        || unsafe { real::fn1_rw_trywrlock()(l) },
+        || unsafe { real::fn1_rw_wrlock()(l) },
+    )
+}
+
+extern "C" fn rw_trywrlock(l: Ptr, site: usize) -> c_int {
+    try_acquire(l, ObjectKind::RwLock, MODE_EXCLUSIVE, site, || unsafe {
+        real::fn1_rw_trywrlock()(l)
+    })
+}
+
+extern "C" fn rw_timedwrlock(l: Ptr, t: CPtr, site: usize) -> c_int {
+    acquire(
+        l,
+        ObjectKind::RwLock,
+        MODE_EXCLUSIVE | TIMED,
+        site,
+        || unsafe { real::fn1_rw_trywrlock()(l) },
+        || unsafe { real::fn2_rw_timedwrlock()(l, t) },
+    )
+}
+
+extern "C" fn rw_clockwrlock(l: Ptr, c: libc::clockid_t, t: CPtr, site: usize) -> c_int {
+    acquire(
+        l,
+        ObjectKind::RwLock,
+        MODE_EXCLUSIVE | TIMED,
+        site,
+        || unsafe { real::fn1_rw_trywrlock()(l) },
+        || unsafe { real::fnclock_rw_clockwrlock()(l, c, t) },
+    )
+}
+
+extern "C" fn rw_unlock(l: Ptr, site: usize) -> c_int {
+    // Whether a read or a write hold ends is the analysis's to pair from the acquisitions.
+    release(l, ObjectKind::RwLock, MODE_UNKNOWN, site, || unsafe {
+        real::fn1_rw_unlock()(l)
+    })
+}
+
+extern "C" fn spin_lock(l: Ptr, site: usize) -> c_int {
+    acquire(
+        l,
+        ObjectKind::SpinLock,
+        MODE_SPIN,
+        site,
+        || unsafe { real::fn1_spin_trylock()(l) },
+        || unsafe { real::fn1_spin_lock()(l) },
+    )
+}
+
+extern "C" fn spin_trylock(l: Ptr, site: usize) -> c_int {
+    try_acquire(l, ObjectKind::SpinLock, MODE_SPIN, site, || unsafe {
+        real::fn1_spin_trylock()(l)
+    })
+}
+
+extern "C" fn spin_unlock(l: Ptr, site: usize) -> c_int {
+    release(l, ObjectKind::SpinLock, MODE_SPIN, site, || unsafe {
+        real::fn1_spin_unlock()(l)
+    })
+}
+
+/// A condition wait releases its mutex, waits, and re-acquires it: recorded as those steps, so
+/// the mutex's hold ends at the wait and the waiting counts as idle time, not lock contention.
+#[inline(always)]
+fn cond(c: Ptr, m: Ptr, site: usize, wait: impl FnOnce() -> c_int) -> c_int {
+    if !config::recording() {
+        return wait();
+    }
+    let ts = clock::now();
+    with_recording(|st| {
+        st.record(
+            EventKind::LockReleased,
+            MODE_EXCLUSIVE,
+            (m, ObjectKind::Mutex),
+            site,
+            ts,
+        );
+        st.record(EventKind::CondWait, 0, (c, ObjectKind::Cond), site, ts);
+    });
+    let r = wait();
+    let ts = clock::now();
+    with_recording(|st| {
+        st.record(
+            EventKind::CondWoken,
+            r.clamp(0, 255) as u8,
+            (c, ObjectKind::Cond),
+            site,
+            ts,
+        );
+        st.record(
+            EventKind::LockAcquired,
+            MODE_EXCLUSIVE | AFTER_COND,
+            (m, ObjectKind::Mutex),
+            site,
+            ts,
+        );
+    });
+    r
+}
+
+extern "C" fn cond_wait(c: Ptr, m: Ptr, site: usize) -> c_int {
+    cond(c, m, site, || unsafe { real::fn2c_cond_wait()(c, m) })
+}
+
+extern "C" fn cond_timedwait(c: Ptr, m: Ptr, t: CPtr, site: usize) -> c_int {
+    cond(c, m, site, || unsafe {
+        real::fn3_cond_timedwait()(c, m, t)
+    })
+}
+
+extern "C" fn cond_clockwait(c: Ptr, m: Ptr, k: libc::clockid_t, t: CPtr, site: usize) -> c_int {
+    cond(c, m, site, || unsafe {
+        real::fncondclock_cond_clockwait()(c, m, k, t)
+    })
+}
+
+extern "C" fn barrier_wait(b: Ptr, site: usize) -> c_int {
+    if !config::recording() {
+        return unsafe { real::fn1_barrier_wait()(b) };
+    }
+    let ts = clock::now();
+    with_recording(|st| {
+        st.record(
+            EventKind::BarrierWait,
+            0,
+            (b, ObjectKind::Barrier),
+            site,
+            ts,
+        )
+    });
+    let r = unsafe { real::fn1_barrier_wait()(b) };
+    let ts = clock::now();
+    let serial = u8::from(r == libc::PTHREAD_BARRIER_SERIAL_THREAD);
+    with_recording(|st| {
+        st.record(
+            EventKind::BarrierDone,
+            serial,
+            (b, ObjectKind::Barrier),
+            site,
+            ts,
+        )
+    });
+    r
+}
+
+/// What a new thread needs to start: the program's routine and argument, and who made it.
+struct Start {
+    routine: extern "C" fn(*mut c_void) -> *mut c_void,
+    arg: *mut c_void,
+    creator: u32,
+}
+
+extern "C" fn thread_entry(p: *mut c_void) -> *mut c_void {
+    // SAFETY: `p` is the Box leaked by pthread_create below, handed to exactly this thread.
+    let start = unsafe { Box::from_raw(p.cast::<Start>()) };
+    let Start {
+        routine,
+        arg,
+        creator,
+    } = *start;
+    thread::set_creator(creator);
+    // Open the thread's stream now, so its start is on record even if it never locks.
+    with_recording(|_| ());
+    routine(arg)
+}
+
+/// # Safety
+/// Called by the program as `pthread_create`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_create(
+    thread: *mut libc::pthread_t,
+    attr: *const libc::pthread_attr_t,
+    routine: extern "C" fn(*mut c_void) -> *mut c_void,
+    arg: *mut c_void,
+) -> c_int {
+    if !config::recording() {
+        // SAFETY: the program's own arguments to the real function.
+        return unsafe { real::create()(thread, attr, routine, arg) };
+    }
+    // SAFETY: gettid has no preconditions.
+    let creator = unsafe { libc::gettid() } as u32;
+    let start = Box::into_raw(Box::new(Start {
+        routine,
+        arg,
+        creator,
+    }));
+    // SAFETY: as above, with our entry point, which frees `start`.
+    let r = unsafe { real::create()(thread, attr, thread_entry, start.cast()) };
+    if r != 0 {
+        // SAFETY: the thread was not created, so nothing else owns `start`.
+        drop(unsafe { Box::from_raw(start) });
+    }
+    r
+}
+
+/// # Safety
+/// Called by the program as `fork`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fork() -> libc::pid_t {
+    // SAFETY: the real fork; the child's probe state is reset by the atfork handler.
+    let pid = unsafe { real::fork()() };
+    if pid > 0 && config::recording() {
+        let ts = clock::now();
+        with_recording(|st| st.record_plain(EventKind::Fork, pid as u32, 0, ts));
+    }
+    pid
+}

@@ -1,0 +1,385 @@
+//! Per-thread recording state: the thread's ring, its call-site and object tables, and the
+//! guard that keeps a signal handler (or the probe's own system calls) from recording into a
+//! ring that is half-way through a record.
+//!
+//! A thread's ring is created on its first event: a file `<pid>-<tid>-<instance>.ring` in the
+//! rings directory, mapped shared and pre-faulted, so that recording is a store into memory.
+
+use crate::table::{AddrTable, Lookup};
+use crate::{clock, config};
+use std::cell::UnsafeCell;
+use trace::ring::{self, Producer, RingInfo};
+use trace::{EventKind, ObjectKind, Record, NO_OBJECT, NO_SITE};
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Status {
+    /// No ring yet: the next event creates it.
+    Fresh,
+    /// Recording.
+    Active,
+    /// Inside the probe's own code: nested calls pass through unrecorded.
+    Busy,
+    /// Recording is off for this thread (ring creation failed, or the thread has ended).
+    Off,
+}
+
+pub struct ThreadState {
+    status: Status,
+    producer: Option<Producer>,
+    ring_len: usize,
+    sites: AddrTable,
+    objects: AddrTable,
+    /// The pid the ring belongs to (a forked child must not write into its parent's ring).
+    pid: u32,
+    /// Who created this thread (0 for a process's first thread), for its ThreadStart event.
+    pub creator: u32,
+}
+
+thread_local! {
+    static STATE: UnsafeCell<ThreadState> = const {
+        UnsafeCell::new(ThreadState {
+            status: Status::Fresh,
+            producer: None,
+            ring_len: 0,
+            sites: AddrTable::empty(NO_SITE as u32),
+            objects: AddrTable::empty(NO_OBJECT - 1),
+            pid: 0,
+            creator: 0,
+        })
+    };
+    /// Dropped at thread exit: ends the thread's stream. Touched when the ring is created, so
+    /// threads that never record register nothing.
+    static EXIT: ExitGuard = const { ExitGuard };
+}
+
+struct ExitGuard;
+
+impl Drop for ExitGuard {
+    fn drop(&mut self) {
+        end_thread();
+    }
+}
+
+/// Runs `f` with this thread's state if it is recording, marking it busy meanwhile; returns
+/// None (recording nothing) when recording is off, the state is busy (a nested call), or the
+/// thread-local storage is gone (very late in thread exit).
+#[inline]
+pub fn with_recording<R>(f: impl FnOnce(&mut ThreadState) -> R) -> Option<R> {
+    if !config::recording() {
+        return None;
+    }
+    STATE
+        .try_with(|cell| {
+            // SAFETY: the state is only reached through this function and `end_thread`/
+            // `after_fork_in_child`, each of which first moves the status out of Active/Fresh,
+            // so no two live &mut exist even when a signal handler re-enters.
+            let st = unsafe { &mut *cell.get() };
+            match st.status {
+                Status::Active => {}
+                Status::Fresh => {
+                    st.status = Status::Busy;
+                    if !st.open_ring() {
+                        st.status = Status::Off;
+                        return None;
+                    }
+                }
+                Status::Busy | Status::Off => {
+                    if st.status == Status::Busy {
+                        if let Some(p) = st.producer.as_mut() {
+                            p.count_dropped();
+                        }
+                    }
+                    return None;
+                }
+            }
+            st.status = Status::Busy;
+            let r = f(st);
+            st.status = Status::Active;
+            Some(r)
+        })
+        .ok()
+        .flatten()
+}
+
+impl ThreadState {
+    fn open_ring(&mut self) -> bool {
+        // The probe's system calls must not change the program's errno.
+        let saved = errno();
+        let ok = self.open_ring_inner();
+        set_errno(saved);
+        if ok {
+            // Register the exit hook now that there is something to close.
+            let _ = EXIT.try_with(|_| ());
+            let now = clock::now();
+            self.emit(EventKind::ThreadStart, 0, self.creator, NO_SITE, now);
+        }
+        ok
+    }
+
+    fn open_ring_inner(&mut self) -> bool {
+        let cfg = config::get();
+        // SAFETY: getpid/gettid have no preconditions.
+        let (pid, tid) = unsafe { (libc::getpid() as u32, libc::gettid() as u32) };
+        let mut path = PathBuf::new();
+        path.push(cfg.dir());
+        path.push(b"/");
+        path.push_num(u64::from(pid));
+        path.push(b"-");
+        path.push_num(u64::from(tid));
+        path.push(b"-");
+        path.push_num(cfg.instance);
+        path.push(b".ring\0");
+        if path.overflowed() {
+            return false;
+        }
+        let len = ring::file_len(cfg.ring_bytes) as usize;
+        // SAFETY: a NUL-terminated path; the fd is closed below on every path.
+        let fd = unsafe {
+            libc::open(
+                path.as_ptr(),
+                libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC,
+                0o600,
+            )
+        };
+        if fd < 0 {
+            return false;
+        }
+        // SAFETY: fd is open; the mapping is checked before use.
+        let base = unsafe {
+            if libc::ftruncate(fd, len as libc::off_t) != 0 {
+                libc::close(fd);
+                return false;
+            }
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                fd,
+                0,
+            );
+            libc::close(fd);
+            p
+        };
+        if base == libc::MAP_FAILED {
+            return false;
+        }
+        let mut name = [0u8; 16];
+        // SAFETY: PR_GET_NAME writes at most 16 bytes.
+        unsafe { libc::prctl(libc::PR_GET_NAME, name.as_mut_ptr()) };
+        let name_len = name.iter().position(|&b| b == 0).unwrap_or(16);
+        let info = RingInfo {
+            capacity: cfg.ring_bytes,
+            pid,
+            tid,
+            clock: if clock::uses_counter() { 2 } else { 1 },
+            start: clock::now(),
+        };
+        // SAFETY: a fresh zero-filled shared mapping of file_len(capacity) bytes.
+        unsafe { ring::init(base.cast(), &info, &name[..name_len]) };
+        // SAFETY: just initialised with this capacity; it stays mapped until this thread's
+        // state drops it (after fork in the child) — never while the Producer is in use.
+        self.producer = Some(unsafe { Producer::new(base.cast(), cfg.ring_bytes) });
+        self.ring_len = len;
+        self.pid = pid;
+        crate::maps::snapshot_once(pid);
+        true
+    }
+
+    #[inline]
+    fn emit(&mut self, kind: EventKind, aux: u8, obj: u32, site: u16, ts: u64) {
+        if let Some(p) = self.producer.as_mut() {
+            p.push(&Record {
+                ts,
+                kind,
+                aux,
+                site,
+                obj,
+            });
+        }
+    }
+
+    /// The ring's id for a call site, defining it in the ring the first time.
+    #[inline]
+    fn site(&mut self, address: u64) -> u16 {
+        match self.sites.get_or_insert(address) {
+            Lookup::Known(id) => id as u16,
+            Lookup::New(id) => {
+                let def = Record {
+                    ts: address,
+                    kind: EventKind::Unknown(ring::DEF_SITE),
+                    aux: 0,
+                    site: id as u16,
+                    obj: 0,
+                };
+                if let Some(p) = self.producer.as_mut() {
+                    p.push(&def);
+                }
+                id as u16
+            }
+            Lookup::Full => NO_SITE,
+        }
+    }
+
+    /// The ring's id for a lock, condition variable or barrier, defining it the first time.
+    #[inline]
+    fn object(&mut self, address: u64, kind: ObjectKind) -> u32 {
+        match self.objects.get_or_insert(address) {
+            Lookup::Known(id) => id,
+            Lookup::New(id) => {
+                let def = Record {
+                    ts: address,
+                    kind: EventKind::Unknown(ring::DEF_OBJECT),
+                    aux: kind as u8,
+                    site: NO_SITE,
+                    obj: id,
+                };
+                if let Some(p) = self.producer.as_mut() {
+                    p.push(&def);
+                }
+                id
+            }
+            Lookup::Full => NO_OBJECT,
+        }
+    }
+
+    /// Records an event about an object at a call site.
+    #[inline]
+    pub fn record(
+        &mut self,
+        kind: EventKind,
+        aux: u8,
+        object: (*const libc::c_void, ObjectKind),
+        call_site: usize,
+        ts: u64,
+    ) {
+        let obj = self.object(object.0 as u64, object.1);
+        let site = self.site(call_site as u64);
+        self.emit(kind, aux, obj, site, ts);
+    }
+
+    /// Records an event that names no object (thread start, fork).
+    pub fn record_plain(&mut self, kind: EventKind, obj: u32, call_site: usize, ts: u64) {
+        let site = if call_site == 0 {
+            NO_SITE
+        } else {
+            self.site(call_site as u64)
+        };
+        self.emit(kind, 0, obj, site, ts);
+    }
+}
+
+/// Ends this thread's stream: called at thread exit, and for the main thread at process exit.
+pub fn end_thread() {
+    let _ = STATE.try_with(|cell| {
+        // SAFETY: see `with_recording`; the status moves to Off before anything else.
+        let st = unsafe { &mut *cell.get() };
+        if st.status != Status::Active {
+            st.status = Status::Off;
+            return;
+        }
+        st.status = Status::Off;
+        let now = clock::now();
+        st.emit(EventKind::ThreadEnd, 0, 0, NO_SITE, now);
+        let mut name = [0u8; 16];
+        // SAFETY: PR_GET_NAME writes at most 16 bytes.
+        unsafe { libc::prctl(libc::PR_GET_NAME, name.as_mut_ptr()) };
+        let n = name.iter().position(|&b| b == 0).unwrap_or(16);
+        if let Some(p) = st.producer.as_mut() {
+            // SAFETY: the ring is still mapped; the name field is the producer's to write.
+            unsafe { ring::set_name(p.base(), &name[..n]) };
+            p.close();
+        }
+    });
+}
+
+/// In a forked child: the ring belongs to the parent. Drop it (unmap, never write to it) and
+/// start afresh, so the child records into a ring of its own.
+pub fn after_fork_in_child() {
+    let _ = STATE.try_with(|cell| {
+        // SAFETY: the child has a single thread, and the handler runs outside any wrapper.
+        let st = unsafe { &mut *cell.get() };
+        if let Some(p) = st.producer.take() {
+            // SAFETY: the mapping was made in open_ring with this length.
+            unsafe { libc::munmap(p.base().cast(), st.ring_len) };
+        }
+        st.sites.clear();
+        st.objects.clear();
+        // SAFETY: gettid has no preconditions; the child's first thread was created by fork.
+        st.creator = 0;
+        st.status = Status::Fresh;
+    });
+    crate::maps::forget_snapshot();
+}
+
+pub fn set_creator(tid: u32) {
+    let _ = STATE.try_with(|cell| {
+        // SAFETY: called at the start of a new thread, before any recording on it.
+        unsafe { (*cell.get()).creator = tid };
+    });
+}
+
+fn errno() -> i32 {
+    // SAFETY: __errno_location returns this thread's errno.
+    unsafe { *libc::__errno_location() }
+}
+
+fn set_errno(v: i32) {
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = v };
+}
+
+/// A file path built on the stack (no malloc).
+pub struct PathBuf {
+    buf: [u8; config::MAX_DIR + 96],
+    len: usize,
+    overflowed: bool,
+}
+
+impl PathBuf {
+    pub fn new() -> PathBuf {
+        PathBuf {
+            buf: [0; config::MAX_DIR + 96],
+            len: 0,
+            overflowed: false,
+        }
+    }
+
+    pub fn push(&mut self, bytes: &[u8]) {
+        if self.len + bytes.len() > self.buf.len() {
+            self.overflowed = true;
+            return;
+        }
+        self.buf[self.len..self.len + bytes.len()].copy_from_slice(bytes);
+        self.len += bytes.len();
+    }
+
+    pub fn push_num(&mut self, mut n: u64) {
+        let mut digits = [0u8; 20];
+        let mut i = digits.len();
+        loop {
+            i -= 1;
+            digits[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        let d = digits;
+        self.push(&d[i..]);
+    }
+
+    pub fn as_ptr(&self) -> *const libc::c_char {
+        self.buf.as_ptr().cast()
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+
+    pub fn overflowed(&self) -> bool {
+        self.overflowed
+    }
+}
+
+pub(crate) use self::PathBuf as StackPath;
