@@ -58,6 +58,7 @@ fn make_run(root: &Path) -> PathBuf {
             rank: None,
             events: n,
             dropped: 0,
+            name: String::new(),
         });
     }
     run.write_meta(&meta).unwrap();

@@ -26,6 +26,10 @@ pub struct Plan<'a> {
 
 pub struct Outcome {
     pub status: ExitStatus,
+    /// The program's start and end: wall clock, and CLOCK_MONOTONIC ns.
+    pub started: trace::meta::Timestamp,
+    pub ended: trace::meta::Timestamp,
+    pub monotonic_span: [u64; 2],
     pub clock: ClockSource,
     pub clock_hz: u64,
     pub calibration: Vec<ClockPoint>,
@@ -177,6 +181,8 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
     let mut drainer =
         drainer.map(|rings| RingDrainer::new(plan.run, &rings, clock, provisional_hz));
 
+    let spawned_wall = trace::meta::Timestamp::now();
+    let spawned_mono = monotonic_ns();
     let mut child = cmd.spawn().map_err(|source| LaunchError::Spawn {
         program: plan.command[0].clone(),
         source,
@@ -184,7 +190,7 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
     // Ctrl-C reaches the program (same process group); contend stays to save what it recorded.
     // SAFETY: setting a disposition; restored below.
     let previous = unsafe { libc::signal(libc::SIGINT, libc::SIG_IGN) };
-    let status = loop {
+    let (status, ended_wall, ended_mono) = loop {
         let moved = match drainer.as_mut() {
             Some(d) => {
                 d.discover();
@@ -193,7 +199,7 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
             None => 0,
         };
         match child.try_wait() {
-            Ok(Some(status)) => break status,
+            Ok(Some(status)) => break (status, trace::meta::Timestamp::now(), monotonic_ns()),
             Ok(None) if moved > busy_threshold => {}
             Ok(None) => std::thread::sleep(plan.poll),
             Err(source) => {
@@ -229,6 +235,9 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
     };
     Ok(Outcome {
         status,
+        started: spawned_wall,
+        ended: ended_wall,
+        monotonic_span: [spawned_mono, ended_mono],
         clock,
         clock_hz,
         calibration,

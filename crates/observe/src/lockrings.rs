@@ -154,7 +154,10 @@ impl RingDrainer {
         self.discover();
         self.drain();
         let mut entries = Vec::new();
-        for (name, r) in std::mem::take(&mut self.rings) {
+        for (name, mut r) in std::mem::take(&mut self.rings) {
+            let thread_name = Consumer::new(&mut r.map[..])
+                .map(|c| c.name())
+                .unwrap_or_default();
             let (events, dropped) = match r.writer.finish(end_time) {
                 Ok(s) => (s.events, s.dropped),
                 Err(e) => {
@@ -170,6 +173,7 @@ impl RingDrainer {
                 rank: None,
                 events,
                 dropped,
+                name: thread_name,
             });
             drop(r.map);
             let _ = std::fs::remove_file(self.rings_dir.join(&name));

@@ -128,8 +128,13 @@ impl ThreadState {
         path.push_num(u64::from(tid));
         path.push(b"-");
         path.push_num(cfg.instance);
-        path.push(b".ring\0");
-        if path.overflowed() {
+        // Created under a temporary name and renamed once initialised, so the recorder never
+        // maps a half-made ring.
+        let mut done = PathBuf::new();
+        done.push(path.bytes());
+        done.push(b".ring\0");
+        path.push(b".ring.tmp\0");
+        if path.overflowed() || done.overflowed() {
             return false;
         }
         let len = ring::file_len(cfg.ring_bytes) as usize;
@@ -175,8 +180,16 @@ impl ThreadState {
             clock: if clock::uses_counter() { 2 } else { 1 },
             start: clock::now(),
         };
-        // SAFETY: a fresh zero-filled shared mapping of file_len(capacity) bytes.
-        unsafe { ring::init(base.cast(), &info, &name[..name_len]) };
+        // SAFETY: a fresh zero-filled shared mapping of file_len(capacity) bytes; both paths
+        // are NUL-terminated.
+        unsafe {
+            ring::init(base.cast(), &info, &name[..name_len]);
+            if libc::rename(path.as_ptr(), done.as_ptr()) != 0 {
+                libc::munmap(base, len);
+                libc::unlink(path.as_ptr());
+                return false;
+            }
+        }
         // SAFETY: just initialised with this capacity; it stays mapped until this thread's
         // state drops it (after fork in the child) — never while the Producer is in use.
         self.producer = Some(unsafe { Producer::new(base.cast(), cfg.ring_bytes) });

@@ -42,6 +42,10 @@ pub struct Meta {
     /// The measured program's exit status, if it was launched by contend and exited.
     #[serde(default)]
     pub exit_status: Option<i32>,
+    /// When the measured program started and ended, in CLOCK_MONOTONIC ns (the time base of the
+    /// streams once converted): the span analyses measure the run by.
+    #[serde(default)]
+    pub monotonic_span: Option<[u64; 2]>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -140,6 +144,9 @@ pub struct StreamEntry {
     pub events: u64,
     #[serde(default)]
     pub dropped: u64,
+    /// The thread's name as it was when the stream ended (empty if unknown).
+    #[serde(default)]
+    pub name: String,
 }
 
 impl Meta {
@@ -167,6 +174,7 @@ impl Meta {
             streams: Vec::new(),
             events_dropped: 0,
             exit_status: None,
+            monotonic_span: None,
         }
     }
 

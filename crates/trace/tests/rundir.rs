@@ -88,6 +88,7 @@ fn a_hostile_meta_cannot_point_outside_the_run() {
             rank: None,
             events: 0,
             dropped: 0,
+            name: String::new(),
         });
         let err = Meta::from_json(&serde_json::to_string(&meta).unwrap()).unwrap_err();
         assert!(

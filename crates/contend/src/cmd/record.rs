@@ -7,7 +7,7 @@ use observe::launch::{self, LockOptions, Plan};
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::time::Duration;
-use trace::meta::{Clock, Meta, Timestamp, Unavailable};
+use trace::meta::{Clock, Meta, Unavailable};
 use trace::{ClockSource, RunDir};
 
 #[derive(clap::Args)]
@@ -50,7 +50,15 @@ fn find_probe() -> anyhow::Result<PathBuf> {
         dir.join("deps/libcontend_probe.so"),
         dir.join("../lib/contend/libcontend_probe.so"),
     ];
-    candidates.iter().find(|p| p.is_file()).cloned().ok_or_else(|| {
+    // Cargo leaves a copy both beside the binary (workspace builds) and in deps/ (builds of
+    // contend alone): take the newest, so a stale copy never shadows a fresh build.
+    let modified = |p: &PathBuf| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    candidates
+        .iter()
+        .filter(|p| p.is_file())
+        .max_by_key(|p| modified(p))
+        .cloned()
+        .ok_or_else(|| {
         anyhow::anyhow!(
             "the lock probe libcontend_probe.so is not installed beside contend (looked in {}): build it with `cargo build --release -p probe`, or set CONTEND_PROBE to its path",
             dir.display()
@@ -105,7 +113,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         hz: outcome.clock_hz,
         calibration: outcome.calibration.clone(),
     };
-    meta.ended = Some(Timestamp::now());
+    meta.started = outcome.started.clone();
+    meta.ended = Some(outcome.ended.clone());
+    meta.monotonic_span = Some(outcome.monotonic_span);
     meta.events_dropped = outcome.streams.iter().map(|s| s.dropped).sum();
     meta.exit_status = outcome
         .status

@@ -15,6 +15,64 @@ pub struct Args {
     /// Print the report as JSON on stdout.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    locks: LockArgs,
+}
+
+/// Selecting and ordering what the locks section shows.
+#[derive(clap::Args)]
+struct LockArgs {
+    /// Locks shown, after sorting.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    top: usize,
+    /// Sort locks by: wait, hold, acquisitions, contended or critical (wait on the critical path).
+    #[arg(long, value_name = "KEY", default_value = "wait")]
+    sort: report::locks::SortKey,
+    /// Keep mutex events (request to release) at least this long, e.g. 10us, 1.5ms, 2s.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    min_duration: Option<u64>,
+    /// Keep mutex events at most this long.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    max_duration: Option<u64>,
+    /// Keep only this lock (its address, e.g. 0x55d0c0a4b040); repeatable.
+    #[arg(long = "lock", value_name = "ADDR", value_parser = parse_address)]
+    locks: Vec<u64>,
+    /// Keep only acquisitions from this call site (its address); repeatable.
+    #[arg(long = "site", value_name = "ADDR", value_parser = parse_address)]
+    sites: Vec<u64>,
+    /// Keep only this thread (its tid); repeatable.
+    #[arg(long = "thread", value_name = "TID")]
+    threads: Vec<u32>,
+}
+
+/// `10us`, `1.5ms`, `2s`, `250ns` or a plain number of nanoseconds.
+fn parse_duration(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let (num, scale) = [
+        ("ns", 1.0),
+        ("us", 1e3),
+        ("µs", 1e3),
+        ("ms", 1e6),
+        ("s", 1e9),
+    ]
+    .iter()
+    .find_map(|(suffix, scale)| t.strip_suffix(suffix).map(|n| (n, *scale)))
+    .unwrap_or((t, 1.0));
+    match num.trim().parse::<f64>() {
+        Ok(v) if v >= 0.0 && v.is_finite() => Ok((v * scale).round() as u64),
+        _ => Err(format!(
+            "`{text}` is not a duration (examples: 250ns, 10us, 1.5ms, 2s)"
+        )),
+    }
+}
+
+fn parse_address(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let parsed = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => t.parse(),
+    };
+    parsed.map_err(|_| format!("`{text}` is not an address (hex like 0x55d0c0a4b040, or decimal)"))
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -42,6 +100,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
 
     let mut streams = Vec::with_capacity(files.len());
+    let mut mapped_streams = Vec::with_capacity(files.len());
     for file in &files {
         let path = dir.path().join(file);
         let shown = format!("{run_name}/{file}");
@@ -66,6 +125,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             );
         }
         streams.push(StreamSummary::new(file, &stream));
+        drop(stream);
+        mapped_streams.push((file.clone(), mapped));
     }
     let summary = RunSummary::new(&run_name, &meta, streams);
     if summary.events_dropped > 0 {
@@ -74,10 +135,68 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             summary.events_dropped
         );
     }
+    let locks = if meta.captured.iter().any(|c| c == "locks") {
+        Some(lock_report(&meta, &mapped_streams, &args.locks)?)
+    } else {
+        None
+    };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&summary)?);
+        let mut v = serde_json::to_value(&summary)?;
+        if let Some((r, _)) = &locks {
+            v["locks"] = serde_json::to_value(r)?;
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         print!("{}", report::run_summary::render(&summary));
+        if let Some((r, naming)) = &locks {
+            println!();
+            let opts = report::locks::RenderOptions {
+                top: args.locks.top,
+                sites_per_lock: 5,
+            };
+            print!("{}", report::locks::render(r, naming, &opts));
+        }
+    }
+    if let Some((r, _)) = &locks {
+        for note in report::locks::unmatched_notes(r) {
+            eprintln!("contend: note: {note}");
+        }
     }
     Ok(())
+}
+
+/// The lock analysis of the run's streams, and names for its addresses.
+fn lock_report(
+    meta: &trace::Meta,
+    streams: &[(String, StreamFile)],
+    args: &LockArgs,
+) -> anyhow::Result<(analysis::locks::LockReport, report::locks::Naming)> {
+    let clock = analysis::clock::Conversion::from_meta(&meta.clock);
+    let mut input = analysis::locks::LockInput::default();
+    for (file, mapped) in streams {
+        // Already validated above; a second parse of a mapped file costs a few ns per event.
+        let stream = mapped
+            .parse()
+            .map_err(|e| bad_input(format!("{file}: {e}")))?;
+        let name = meta
+            .streams
+            .iter()
+            .find(|s| &s.file == file)
+            .map(|s| s.name.clone())
+            .unwrap_or_default();
+        input
+            .threads
+            .push(analysis::locks::thread_input(&stream, &clock, &name));
+    }
+    input.span = meta.monotonic_span.map(|[a, b]| (a, b));
+    let filter = analysis::locks::Filter {
+        min_duration_ns: args.min_duration,
+        max_duration_ns: args.max_duration,
+        locks: args.locks.clone(),
+        sites: args.sites.clone(),
+        threads: args.threads.clone(),
+    };
+    let mut r = analysis::locks::analyze(&input, &filter);
+    report::locks::sort_locks(&mut r.locks, args.sort);
+    Ok((r, report::locks::Naming::default()))
 }

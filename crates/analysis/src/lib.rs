@@ -1,0 +1,5 @@
+//! Models over recorded traces. Pure functions: no file, process or clock is touched here, so
+//! every model is tested with constructed inputs whose answers are known.
+
+pub mod clock;
+pub mod locks;

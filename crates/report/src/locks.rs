@@ -1,0 +1,362 @@
+//! The locks section of `contend report`: the summary (thesis table 4.9) beside the same figures
+//! on the critical path (table 4.10), the per-lock table (4.12) with call sites, condition waits
+//! and barriers as idle time, and what could not be paired.
+
+use crate::table::new_table;
+use analysis::locks::{LockKey, LockReport, LockStats, Summary};
+use std::collections::HashMap;
+use std::fmt::Write;
+
+/// Names for addresses, from symbolisation (absent names are shown as hex addresses).
+#[derive(Debug, Clone, Default)]
+pub struct Naming {
+    /// Call site address -> `function (file:line)`.
+    pub sites: HashMap<u64, String>,
+    /// Lock -> the global it is, e.g. `hot_lock` or `queue+0x40`.
+    pub locks: HashMap<LockKey, String>,
+}
+
+impl Naming {
+    pub fn site(&self, site: Option<u64>) -> String {
+        match site {
+            Some(a) => self
+                .sites
+                .get(&a)
+                .cloned()
+                .unwrap_or_else(|| format!("{a:#x}")),
+            None => "(unknown site)".into(),
+        }
+    }
+
+    pub fn lock(&self, key: LockKey) -> String {
+        match self.locks.get(&key) {
+            Some(n) => format!("{n} ({:#x})", key.address),
+            None => format!("{:#x}", key.address),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SortKey {
+    Wait,
+    Hold,
+    Acquisitions,
+    Contended,
+    Critical,
+}
+
+impl std::str::FromStr for SortKey {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s {
+            "wait" => SortKey::Wait,
+            "hold" => SortKey::Hold,
+            "acquisitions" => SortKey::Acquisitions,
+            "contended" => SortKey::Contended,
+            "critical" => SortKey::Critical,
+            _ => {
+                return Err(format!(
+                    "unknown sort key `{s}`: use wait, hold, acquisitions, contended or critical"
+                ))
+            }
+        })
+    }
+}
+
+pub fn sort_locks(locks: &mut [LockStats], key: SortKey) {
+    locks.sort_by(|a, b| {
+        let k = |l: &LockStats| match key {
+            SortKey::Wait => l.wait_ns,
+            SortKey::Hold => l.hold_ns,
+            SortKey::Acquisitions => l.acquisitions,
+            SortKey::Contended => l.contended,
+            SortKey::Critical => l.critical.wait_ns,
+        };
+        k(b).cmp(&k(a)).then(b.wait_ns.cmp(&a.wait_ns))
+    });
+}
+
+pub fn ms(ns: u64) -> String {
+    format!("{:.3}", ns as f64 / 1e6)
+}
+
+pub fn us(ns: f64) -> String {
+    format!("{:.2}", ns / 1e3)
+}
+
+fn pct(part: u64, whole: u64) -> String {
+    Summary::share(part, whole)
+        .map(|p| format!("{p:.2} %"))
+        .unwrap_or_else(|| "n/a".into())
+}
+
+/// The summary table: each figure for all selected events and for those on the critical path.
+fn summary_table(r: &LockReport) -> String {
+    let all = &r.summary;
+    let cp = &r.critical;
+    let run = r.duration_ns();
+    let mut t = new_table(&["", "ALL EVENTS", "ON THE CRITICAL PATH"], &[1, 2]);
+    t.add_row(vec![
+        "mutex events (acquisition to release)".to_string(),
+        all.events.to_string(),
+        format!("{} ({} of events)", cp.events, pct(cp.events, all.events)),
+    ]);
+    t.add_row(vec![
+        "contended acquisitions".to_string(),
+        format!(
+            "{} ({} of events)",
+            all.contended,
+            pct(all.contended, all.events)
+        ),
+        cp.contended.to_string(),
+    ]);
+    t.add_row(vec![
+        "time in protected sections, every event (ms)".to_string(),
+        format!(
+            "{} ({} of run)",
+            ms(all.protected_ns),
+            pct(all.protected_ns, run)
+        ),
+        format!(
+            "{} ({} of run)",
+            ms(cp.protected_ns),
+            pct(cp.protected_ns, run)
+        ),
+    ]);
+    t.add_row(vec![
+        "time in protected sections, overlaps once (ms)".to_string(),
+        format!(
+            "{} ({} of run)",
+            ms(all.protected_union_ns),
+            pct(all.protected_union_ns, run)
+        ),
+        format!(
+            "{} ({} of run)",
+            ms(cp.protected_union_ns),
+            pct(cp.protected_union_ns, run)
+        ),
+    ]);
+    t.add_row(vec![
+        "time waiting to acquire (ms)".to_string(),
+        format!(
+            "{} ({} of event time)",
+            ms(all.wait_ns),
+            pct(all.wait_ns, all.duration_ns)
+        ),
+        format!(
+            "{} ({} of event time)",
+            ms(cp.wait_ns),
+            pct(cp.wait_ns, all.duration_ns)
+        ),
+    ]);
+    t.add_row(vec![
+        "mean hold (µs)".to_string(),
+        us(all.mean_hold_ns),
+        us(cp.mean_hold_ns),
+    ]);
+    t.to_string()
+}
+
+fn lock_table(locks: &[LockStats], naming: &Naming, duration: u64) -> String {
+    let mut t = new_table(
+        &[
+            "LOCK",
+            "KIND",
+            "ACQUIRED",
+            "CONTENDED",
+            "WAIT (ms)",
+            "WAIT MEAN (µs)",
+            "P50 (µs)",
+            "P99 (µs)",
+            "MAX (µs)",
+            "HOLD (ms)",
+            "HOLD MEAN (µs)",
+            "OWNER CHANGES",
+            "THREADS",
+            "CP EVENTS",
+            "CP WAIT (ms)",
+            "RUN IF CP WAIT WERE 0 (ms)",
+        ],
+        &[2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15],
+    );
+    let opt = |v: Option<u64>| v.map(|x| us(x as f64)).unwrap_or_else(|| "n/a".into());
+    for l in locks {
+        t.add_row(vec![
+            naming.lock(l.lock),
+            l.kind.name().to_string(),
+            l.acquisitions.to_string(),
+            l.contended.to_string(),
+            ms(l.wait_ns),
+            us(l.mean_wait_ns),
+            opt(l.wait_p50_ns),
+            opt(l.wait_p99_ns),
+            opt(l.wait_max_ns),
+            ms(l.hold_ns),
+            us(l.mean_hold_ns),
+            l.owner_changes.to_string(),
+            l.threads.len().to_string(),
+            l.critical.events.to_string(),
+            ms(l.critical.wait_ns),
+            format!("{} of {}", ms(l.what_if_ns), ms(duration)),
+        ]);
+    }
+    t.to_string()
+}
+
+fn site_table(l: &LockStats, naming: &Naming, top: usize) -> String {
+    let mut t = new_table(
+        &[
+            "CALL SITE",
+            "ACQUIRED",
+            "CONTENDED",
+            "WAIT (ms)",
+            "HOLD (ms)",
+            "CP EVENTS",
+            "CP WAIT (ms)",
+        ],
+        &[1, 2, 3, 4, 5, 6],
+    );
+    for s in l.sites.iter().take(top) {
+        t.add_row(vec![
+            naming.site(s.site),
+            s.acquisitions.to_string(),
+            s.contended.to_string(),
+            ms(s.wait_ns),
+            ms(s.hold_ns),
+            s.critical_events.to_string(),
+            ms(s.critical_wait_ns),
+        ]);
+    }
+    t.to_string()
+}
+
+pub struct RenderOptions {
+    /// Locks shown (after sorting), and call sites per lock.
+    pub top: usize,
+    pub sites_per_lock: usize,
+}
+
+/// The whole locks section as text.
+pub fn render(r: &LockReport, naming: &Naming, opts: &RenderOptions) -> String {
+    let mut out = String::new();
+    let threads = r.threads.iter().filter(|t| t.holds > 0).count();
+    let _ = writeln!(
+        out,
+        "Locks: {} mutex events on {} lock(s) by {} thread(s) over {} ms",
+        r.summary.events,
+        r.locks.len(),
+        threads,
+        ms(r.duration_ns())
+    );
+    if !r.filter.is_empty() {
+        let _ = writeln!(out, "  filtered: {}", describe_filter(&r.filter));
+    }
+    out.push('\n');
+    out.push_str(&summary_table(r));
+    out.push_str("\n\n");
+    if r.locks.is_empty() {
+        out.push_str("No lock was acquired.\n");
+    } else {
+        let shown = r.locks.len().min(opts.top);
+        let _ = writeln!(
+            out,
+            "Per lock ({} of {}; CP = critical path; waits are from request to acquisition):",
+            shown,
+            r.locks.len()
+        );
+        out.push_str(&lock_table(&r.locks[..shown], naming, r.duration_ns()));
+        out.push('\n');
+        for l in &r.locks[..shown] {
+            let _ = writeln!(out, "\n{} — call sites:", naming.lock(l.lock));
+            out.push_str(&site_table(l, naming, opts.sites_per_lock));
+            out.push('\n');
+        }
+    }
+    if !r.conds.is_empty() {
+        out.push_str("\nCondition waits (idle time, not lock contention):\n");
+        let mut t = new_table(
+            &[
+                "CONDITION VARIABLE",
+                "WAITS",
+                "TIMED OUT",
+                "WAIT (ms)",
+                "MAX (ms)",
+                "CALL SITES",
+            ],
+            &[1, 2, 3, 4],
+        );
+        for c in &r.conds {
+            let sites: Vec<String> = c.sites.iter().map(|&s| naming.site(Some(s))).collect();
+            t.add_row(vec![
+                format!("{:#x}", c.address),
+                c.waits.to_string(),
+                c.timeouts.to_string(),
+                ms(c.wait_ns),
+                ms(c.max_wait_ns),
+                sites.join(", "),
+            ]);
+        }
+        out.push_str(&t.to_string());
+        out.push('\n');
+    }
+    if !r.barriers.is_empty() {
+        out.push_str("\nBarrier waits (idle time):\n");
+        let mut t = new_table(&["BARRIER", "WAITS", "WAIT (ms)", "MAX (ms)"], &[1, 2, 3]);
+        for b in &r.barriers {
+            t.add_row(vec![
+                format!("{:#x}", b.address),
+                b.waits.to_string(),
+                ms(b.wait_ns),
+                ms(b.max_wait_ns),
+            ]);
+        }
+        out.push_str(&t.to_string());
+        out.push('\n');
+    }
+    out
+}
+
+/// One line per pairing problem, for stderr.
+pub fn unmatched_notes(r: &LockReport) -> Vec<String> {
+    let u = &r.unmatched;
+    let mut notes = Vec::new();
+    if u.releases > 0 {
+        notes.push(format!(
+            "{} lock release(s) had no matching acquisition on their thread (dropped events, or a lock released by a thread that does not hold it)",
+            u.releases
+        ));
+    }
+    if u.open_holds > 0 {
+        notes.push(format!(
+            "{} hold(s) were still open when the trace ended; counted until its end",
+            u.open_holds
+        ));
+    }
+    if u.open_waits > 0 {
+        notes.push(format!(
+            "{} wait(s) never ended before the trace did",
+            u.open_waits
+        ));
+    }
+    notes
+}
+
+fn describe_filter(f: &analysis::locks::Filter) -> String {
+    let mut parts = Vec::new();
+    if let Some(m) = f.min_duration_ns {
+        parts.push(format!("events of at least {} µs", us(m as f64)));
+    }
+    if let Some(m) = f.max_duration_ns {
+        parts.push(format!("events of at most {} µs", us(m as f64)));
+    }
+    if !f.locks.is_empty() {
+        parts.push(format!("{} lock(s)", f.locks.len()));
+    }
+    if !f.sites.is_empty() {
+        parts.push(format!("{} call site(s)", f.sites.len()));
+    }
+    if !f.threads.is_empty() {
+        parts.push(format!("threads {:?}", f.threads));
+    }
+    parts.join(", ")
+}
