@@ -136,7 +136,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         );
     }
     let locks = if meta.captured.iter().any(|c| c == "locks") {
-        Some(lock_report(&meta, &mapped_streams, &args.locks)?)
+        Some(lock_report(
+            dir.path(),
+            &meta,
+            &mapped_streams,
+            &args.locks,
+        )?)
     } else {
         None
     };
@@ -167,6 +172,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 /// The lock analysis of the run's streams, and names for its addresses.
 fn lock_report(
+    run_dir: &std::path::Path,
     meta: &trace::Meta,
     streams: &[(String, StreamFile)],
     args: &LockArgs,
@@ -198,5 +204,92 @@ fn lock_report(
     };
     let mut r = analysis::locks::analyze(&input, &filter);
     report::locks::sort_locks(&mut r.locks, args.sort);
-    Ok((r, report::locks::Naming::default()))
+    let naming = name_addresses(run_dir, &r);
+    Ok((r, naming))
+}
+
+/// A call site as people read it: `function (file:line)`, the file without its directories
+/// (the JSON keeps full frames); symbol+offset or module+offset where there is no line.
+fn site_name(f: &symbolize::Frame) -> String {
+    match (&f.function, &f.file, f.line) {
+        (Some(func), Some(file), Some(line)) => {
+            let base = std::path::Path::new(file)
+                .file_name()
+                .map(|b| b.to_string_lossy().into_owned())
+                .unwrap_or_else(|| file.clone());
+            // The function the call is written in, if the site was inlined into another.
+            match f.outer_function() {
+                Some(outer) if outer != func => format!("{func} ({base}:{line}) in {outer}"),
+                _ => format!("{func} ({base}:{line})"),
+            }
+        }
+        _ => f.to_string(),
+    }
+}
+
+/// Names for the report's call sites and locks, from the memory maps the probe saved in the
+/// run directory's `maps/` (one symboliser per process). Problems are notes, not errors.
+fn name_addresses(
+    run_dir: &std::path::Path,
+    r: &analysis::locks::LockReport,
+) -> report::locks::Naming {
+    let mut naming = report::locks::Naming::default();
+    let mut snapshots: std::collections::BTreeMap<u32, Vec<std::path::PathBuf>> =
+        Default::default();
+    if let Ok(entries) = std::fs::read_dir(run_dir.join("maps")) {
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if let Some(pid) = name
+                .strip_suffix(".maps")
+                .and_then(|stem| stem.split('-').next())
+                .and_then(|p| p.parse::<u32>().ok())
+            {
+                snapshots.entry(pid).or_default().push(e.path());
+            }
+        }
+    }
+    let recorded_at = std::fs::metadata(run_dir.join("meta.json"))
+        .and_then(|m| m.modified())
+        .ok();
+    for (pid, mut files) in snapshots {
+        files.sort();
+        let mut maps = symbolize::Maps::new();
+        for f in &files {
+            if let Ok((m, _)) = symbolize::Maps::read(f) {
+                maps.merge(&m);
+            }
+        }
+        let options = symbolize::SymbolizerOptions {
+            recorded_at,
+            ..Default::default()
+        };
+        let mut sym = symbolize::Symbolizer::with_options(maps, options);
+        for l in r.locks.iter().filter(|l| l.lock.pid == pid) {
+            if let Some(d) = sym.resolve_data(l.lock.address) {
+                naming.locks.insert(l.lock, d.to_string());
+            }
+            for s in l.sites.iter().filter_map(|s| s.site) {
+                naming
+                    .sites
+                    .entry(s)
+                    .or_insert_with(|| site_name(&sym.resolve_call_site(s)));
+            }
+        }
+        for c in r.conds.iter().filter(|c| c.pid == pid) {
+            for &s in &c.sites {
+                naming
+                    .sites
+                    .entry(s)
+                    .or_insert_with(|| site_name(&sym.resolve_call_site(s)));
+            }
+        }
+        for note in sym.notes() {
+            eprintln!(
+                "contend: note: symbols: {}: {}",
+                note.module.display(),
+                note.message
+            );
+        }
+    }
+    naming
 }
