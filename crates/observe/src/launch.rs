@@ -14,6 +14,8 @@ pub struct LockOptions {
     pub probe: PathBuf,
     /// Each thread's ring, in KiB.
     pub ring_kib: u64,
+    /// Record one in this many uncontended acquisitions (1: all).
+    pub sample_every: u32,
 }
 
 pub struct Plan<'a> {
@@ -163,6 +165,7 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
         cmd.env("LD_PRELOAD", preload)
             .env("CONTEND_RINGS", absolute(&rings))
             .env("CONTEND_RING_KB", locks.ring_kib.to_string())
+            .env("CONTEND_LOCK_SAMPLE", locks.sample_every.to_string())
             .env("CONTEND_CLOCK", if use_tsc { "tsc" } else { "monotonic" });
         drainer = Some(rings);
         // A drain that moved more than an eighth of a ring means the program records fast: drain

@@ -3,7 +3,8 @@
 //!
 //! - `CONTEND_RINGS=DIR`: record into rings in DIR (absent: the probe only passes calls on);
 //! - `CONTEND_RING_KB=N`: each thread's ring, in KiB (rounded up to a power of two; default 1024);
-//! - `CONTEND_CLOCK=tsc|monotonic`: the time source (the recorder checks the TSC is invariant).
+//! - `CONTEND_CLOCK=tsc|monotonic`: the time source (the recorder checks the TSC is invariant);
+//! - `CONTEND_LOCK_SAMPLE=N`: record one in N uncontended acquisitions (default 1: all).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -58,6 +59,10 @@ pub fn load() {
         .unwrap_or(1024);
     let bytes = (kib.clamp(4, 1 << 20) * 1024).next_power_of_two();
     let tsc = env(b"CONTEND_CLOCK\0") == Some(b"tsc".as_slice());
+    let every = env(b"CONTEND_LOCK_SAMPLE\0")
+        .and_then(parse_u64)
+        .unwrap_or(1);
+    crate::sampler::set_every(every.clamp(1, u64::from(u32::MAX)) as u32);
     crate::clock::use_counter(tsc);
     // SAFETY: written once here, before any thread the program creates can read it (the
     // constructor runs before main), and only read afterwards.

@@ -11,6 +11,7 @@
 //! the real function gives it.
 
 use crate::real;
+use crate::sampler;
 use crate::thread::{self, with_recording};
 use crate::{clock, config};
 use libc::{c_int, c_void};
@@ -61,7 +62,8 @@ interpose!(pthread_cond_clockwait(c: Ptr, m: Ptr, k: libc::clockid_t, t: CPtr) -
 interpose!(pthread_barrier_wait(b: Ptr) -> c_int, barrier_wait, "rsi", "x1");
 
 /// Acquires through `attempt` (a try) and, when that finds the lock busy, `block` (the
-/// program's own call), recording what happened.
+/// program's own call), recording what happened. The unrecorded fast path of sampled mode stays
+/// in the hook; everything else is out of line, so the hook needs few registers.
 #[inline(always)]
 fn acquire(
     lock: CPtr,
@@ -75,6 +77,21 @@ fn acquire(
         return block();
     }
     let r = attempt();
+    if r == 0 && sampler::skip_acquisition(lock as usize) {
+        return r;
+    }
+    acquire_recorded(r, lock, kind, mode, site, block)
+}
+
+#[inline(never)]
+fn acquire_recorded(
+    r: c_int,
+    lock: CPtr,
+    kind: ObjectKind,
+    mode: u8,
+    site: usize,
+    block: impl FnOnce() -> c_int,
+) -> c_int {
     if r == 0 || r == libc::EOWNERDEAD {
         let ts = clock::now();
         let aux = mode | if r == 0 { 0 } else { OWNER_DIED };
@@ -108,6 +125,9 @@ fn try_acquire(
     attempt: impl FnOnce() -> c_int,
 ) -> c_int {
     let r = attempt();
+    if r == 0 && config::recording() && sampler::skip_acquisition(lock as usize) {
+        return r;
+    }
     if (r == 0 || r == libc::EOWNERDEAD) && config::recording() {
         let ts = clock::now();
         let aux = mode | TRY | if r == 0 { 0 } else { OWNER_DIED };
@@ -116,22 +136,34 @@ fn try_acquire(
     r
 }
 
+/// A release: recorded without a call site (the hold is named by its acquisition's), which
+/// saves a table lookup per pair.
 #[inline(always)]
 fn release(
     lock: CPtr,
     kind: ObjectKind,
     mode: u8,
-    site: usize,
+    _site: usize,
     unlock: impl FnOnce() -> c_int,
 ) -> c_int {
-    if !config::recording() {
+    if !config::recording() || sampler::skip_release(lock as usize) {
         return unlock();
     }
+    release_recorded(lock, kind, mode, unlock)
+}
+
+#[inline(never)]
+fn release_recorded(
+    lock: CPtr,
+    kind: ObjectKind,
+    mode: u8,
+    unlock: impl FnOnce() -> c_int,
+) -> c_int {
     // Timed before the real unlock: the next owner's acquisition is then always later.
     let ts = clock::now();
     let r = unlock();
     if r == 0 {
-        with_recording(|st| st.record(EventKind::LockReleased, mode, (lock, kind), site, ts));
+        with_recording(|st| st.record_release(mode, (lock, kind), ts));
     }
     r
 }

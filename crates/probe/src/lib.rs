@@ -18,8 +18,10 @@ mod config;
 pub mod hooks;
 mod maps;
 mod real;
+mod sampler;
 mod table;
 mod thread;
+mod tls;
 
 extern "C" fn on_load() {
     config::load();

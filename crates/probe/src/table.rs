@@ -13,12 +13,12 @@ struct Slot {
     id: u32,
 }
 
+/// All-zero is the empty table (it lives in zero-filled thread-local storage).
+#[repr(C)]
 pub struct AddrTable {
     slots: *mut Slot,
     capacity: usize,
     len: usize,
-    /// Ids are handed out in order; at most `max_ids`.
-    max_ids: u32,
 }
 
 // SAFETY: owned by one thread's state; the mapping is private to it.
@@ -60,17 +60,18 @@ pub enum Lookup {
 }
 
 impl AddrTable {
-    pub const fn empty(max_ids: u32) -> AddrTable {
+    #[cfg(test)]
+    pub const fn empty() -> AddrTable {
         AddrTable {
             slots: ptr::null_mut(),
             capacity: 0,
             len: 0,
-            max_ids,
         }
     }
 
+    /// The id of `key`, giving it the next id (at most `max_ids` of them) if it is new.
     #[inline]
-    pub fn get_or_insert(&mut self, key: u64) -> Lookup {
+    pub fn get_or_insert(&mut self, key: u64, max_ids: u32) -> Lookup {
         // Key 0 marks empty slots; a null address never names a lock or a call site.
         if key == EMPTY {
             return Lookup::Full;
@@ -90,7 +91,7 @@ impl AddrTable {
                 return Lookup::Known(slot.id);
             }
             if slot.key == EMPTY {
-                if self.len as u32 >= self.max_ids {
+                if self.len as u32 >= max_ids {
                     return Lookup::Full;
                 }
                 slot.key = key;
@@ -177,25 +178,27 @@ mod tests {
 
     #[test]
     fn ids_are_dense_stable_and_survive_growth() {
-        let mut t = AddrTable::empty(u32::MAX);
+        let mut t = AddrTable::empty();
         for k in 1..=5000u64 {
-            match t.get_or_insert(k * 64) {
+            match t.get_or_insert(k * 64, u32::MAX) {
                 Lookup::New(id) => assert_eq!(id as u64, k - 1),
                 _ => panic!("key {k} not new"),
             }
         }
         for k in 1..=5000u64 {
-            assert!(matches!(t.get_or_insert(k * 64), Lookup::Known(id) if id as u64 == k - 1));
+            assert!(
+                matches!(t.get_or_insert(k * 64, u32::MAX), Lookup::Known(id) if id as u64 == k - 1)
+            );
         }
-        assert!(matches!(t.get_or_insert(0), Lookup::Full));
+        assert!(matches!(t.get_or_insert(0, u32::MAX), Lookup::Full));
     }
 
     #[test]
     fn a_full_table_says_so() {
-        let mut t = AddrTable::empty(2);
-        assert!(matches!(t.get_or_insert(8), Lookup::New(0)));
-        assert!(matches!(t.get_or_insert(16), Lookup::New(1)));
-        assert!(matches!(t.get_or_insert(24), Lookup::Full));
-        assert!(matches!(t.get_or_insert(8), Lookup::Known(0)));
+        let mut t = AddrTable::empty();
+        assert!(matches!(t.get_or_insert(8, 2), Lookup::New(0)));
+        assert!(matches!(t.get_or_insert(16, 2), Lookup::New(1)));
+        assert!(matches!(t.get_or_insert(24, 2), Lookup::Full));
+        assert!(matches!(t.get_or_insert(8, 2), Lookup::Known(0)));
     }
 }

@@ -7,14 +7,15 @@
 
 use crate::table::{AddrTable, Lookup};
 use crate::{clock, config};
-use std::cell::UnsafeCell;
 use trace::ring::{self, Producer, RingInfo};
 use trace::{EventKind, ObjectKind, Record, NO_OBJECT, NO_SITE};
 
+/// Fresh is 0: the all-zero state is a thread that has not recorded yet.
 #[derive(Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
 enum Status {
     /// No ring yet: the next event creates it.
-    Fresh,
+    Fresh = 0,
     /// Recording.
     Active,
     /// Inside the probe's own code: nested calls pass through unrecorded.
@@ -23,30 +24,32 @@ enum Status {
     Off,
 }
 
+/// All-zero is the initial state (it lives in zero-filled thread-local storage, see `tls`).
+#[repr(C)]
 pub struct ThreadState {
     status: Status,
-    producer: Option<Producer>,
+    /// Attached once the ring exists.
+    producer: Producer,
     ring_len: usize,
     sites: AddrTable,
     objects: AddrTable,
+    /// The last object and site looked up, with their ids: a lock is usually released right
+    /// after it is taken, and a loop takes it from the same site.
+    last_object: (u64, u32),
+    last_site: (u64, u16),
     /// The pid the ring belongs to (a forked child must not write into its parent's ring).
     pid: u32,
     /// Who created this thread (0 for a process's first thread), for its ThreadStart event.
     pub creator: u32,
 }
 
+crate::tls::zeroed_thread_local!(state, ThreadState, "contend_probe_thread_tls", 512);
+
+/// Call-site ids are u16 (NO_SITE excluded); object ids u32 (NO_OBJECT excluded).
+const MAX_SITES: u32 = NO_SITE as u32;
+const MAX_OBJECTS: u32 = NO_OBJECT - 1;
+
 thread_local! {
-    static STATE: UnsafeCell<ThreadState> = const {
-        UnsafeCell::new(ThreadState {
-            status: Status::Fresh,
-            producer: None,
-            ring_len: 0,
-            sites: AddrTable::empty(NO_SITE as u32),
-            objects: AddrTable::empty(NO_OBJECT - 1),
-            pid: 0,
-            creator: 0,
-        })
-    };
     /// Dropped at thread exit: ends the thread's stream. Touched when the ring is created, so
     /// threads that never record register nothing.
     static EXIT: ExitGuard = const { ExitGuard };
@@ -68,37 +71,31 @@ pub fn with_recording<R>(f: impl FnOnce(&mut ThreadState) -> R) -> Option<R> {
     if !config::recording() {
         return None;
     }
-    STATE
-        .try_with(|cell| {
-            // SAFETY: the state is only reached through this function and `end_thread`/
-            // `after_fork_in_child`, each of which first moves the status out of Active/Fresh,
-            // so no two live &mut exist even when a signal handler re-enters.
-            let st = unsafe { &mut *cell.get() };
-            match st.status {
-                Status::Active => {}
-                Status::Fresh => {
-                    st.status = Status::Busy;
-                    if !st.open_ring() {
-                        st.status = Status::Off;
-                        return None;
-                    }
-                }
-                Status::Busy | Status::Off => {
-                    if st.status == Status::Busy {
-                        if let Some(p) = st.producer.as_mut() {
-                            p.count_dropped();
-                        }
-                    }
-                    return None;
-                }
-            }
+    // SAFETY: the state is only reached through this function and `end_thread`/
+    // `after_fork_in_child`, each of which first moves the status out of Active/Fresh, so no two
+    // live &mut exist even when a signal handler re-enters.
+    let st = unsafe { &mut *state() };
+    match st.status {
+        Status::Active => {}
+        Status::Fresh => {
             st.status = Status::Busy;
-            let r = f(st);
-            st.status = Status::Active;
-            Some(r)
-        })
-        .ok()
-        .flatten()
+            if !st.open_ring() {
+                st.status = Status::Off;
+                return None;
+            }
+        }
+        Status::Busy => {
+            if st.producer.is_attached() {
+                st.producer.count_dropped();
+            }
+            return None;
+        }
+        Status::Off => return None,
+    }
+    st.status = Status::Busy;
+    let r = f(st);
+    st.status = Status::Active;
+    Some(r)
 }
 
 impl ThreadState {
@@ -192,7 +189,7 @@ impl ThreadState {
         }
         // SAFETY: just initialised with this capacity; it stays mapped until this thread's
         // state drops it (after fork in the child) — never while the Producer is in use.
-        self.producer = Some(unsafe { Producer::new(base.cast(), cfg.ring_bytes) });
+        self.producer = unsafe { Producer::new(base.cast(), cfg.ring_bytes) };
         self.ring_len = len;
         self.pid = pid;
         crate::maps::snapshot_once(pid);
@@ -201,8 +198,8 @@ impl ThreadState {
 
     #[inline]
     fn emit(&mut self, kind: EventKind, aux: u8, obj: u32, site: u16, ts: u64) {
-        if let Some(p) = self.producer.as_mut() {
-            p.push(&Record {
+        if self.producer.is_attached() {
+            self.producer.push(&Record {
                 ts,
                 kind,
                 aux,
@@ -215,7 +212,16 @@ impl ThreadState {
     /// The ring's id for a call site, defining it in the ring the first time.
     #[inline]
     fn site(&mut self, address: u64) -> u16 {
-        match self.sites.get_or_insert(address) {
+        if self.last_site.0 == address {
+            return self.last_site.1;
+        }
+        let id = self.site_slow(address);
+        self.last_site = (address, id);
+        id
+    }
+
+    fn site_slow(&mut self, address: u64) -> u16 {
+        match self.sites.get_or_insert(address, MAX_SITES) {
             Lookup::Known(id) => id as u16,
             Lookup::New(id) => {
                 let def = Record {
@@ -225,8 +231,8 @@ impl ThreadState {
                     site: id as u16,
                     obj: 0,
                 };
-                if let Some(p) = self.producer.as_mut() {
-                    p.push(&def);
+                if self.producer.is_attached() {
+                    self.producer.push(&def);
                 }
                 id as u16
             }
@@ -237,7 +243,16 @@ impl ThreadState {
     /// The ring's id for a lock, condition variable or barrier, defining it the first time.
     #[inline]
     fn object(&mut self, address: u64, kind: ObjectKind) -> u32 {
-        match self.objects.get_or_insert(address) {
+        if self.last_object.0 == address {
+            return self.last_object.1;
+        }
+        let id = self.object_slow(address, kind);
+        self.last_object = (address, id);
+        id
+    }
+
+    fn object_slow(&mut self, address: u64, kind: ObjectKind) -> u32 {
+        match self.objects.get_or_insert(address, MAX_OBJECTS) {
             Lookup::Known(id) => id,
             Lookup::New(id) => {
                 let def = Record {
@@ -247,8 +262,8 @@ impl ThreadState {
                     site: NO_SITE,
                     obj: id,
                 };
-                if let Some(p) = self.producer.as_mut() {
-                    p.push(&def);
+                if self.producer.is_attached() {
+                    self.producer.push(&def);
                 }
                 id
             }
@@ -271,6 +286,13 @@ impl ThreadState {
         self.emit(kind, aux, obj, site, ts);
     }
 
+    /// Records a release: its object, no call site (the acquisition's site names the hold).
+    #[inline]
+    pub fn record_release(&mut self, aux: u8, object: (*const libc::c_void, ObjectKind), ts: u64) {
+        let obj = self.object(object.0 as u64, object.1);
+        self.emit(EventKind::LockReleased, aux, obj, NO_SITE, ts);
+    }
+
     /// Records an event that names no object (thread start, fork).
     pub fn record_plain(&mut self, kind: EventKind, obj: u32, call_site: usize, ts: u64) {
         let site = if call_site == 0 {
@@ -284,52 +306,48 @@ impl ThreadState {
 
 /// Ends this thread's stream: called at thread exit, and for the main thread at process exit.
 pub fn end_thread() {
-    let _ = STATE.try_with(|cell| {
-        // SAFETY: see `with_recording`; the status moves to Off before anything else.
-        let st = unsafe { &mut *cell.get() };
-        if st.status != Status::Active {
-            st.status = Status::Off;
-            return;
-        }
+    // SAFETY: see `with_recording`; the status moves to Off before anything else.
+    let st = unsafe { &mut *state() };
+    if st.status != Status::Active {
         st.status = Status::Off;
-        let now = clock::now();
-        st.emit(EventKind::ThreadEnd, 0, 0, NO_SITE, now);
-        let mut name = [0u8; 16];
-        // SAFETY: PR_GET_NAME writes at most 16 bytes.
-        unsafe { libc::prctl(libc::PR_GET_NAME, name.as_mut_ptr()) };
-        let n = name.iter().position(|&b| b == 0).unwrap_or(16);
-        if let Some(p) = st.producer.as_mut() {
-            // SAFETY: the ring is still mapped; the name field is the producer's to write.
-            unsafe { ring::set_name(p.base(), &name[..n]) };
-            p.close();
-        }
-    });
+        return;
+    }
+    st.status = Status::Off;
+    let now = clock::now();
+    st.emit(EventKind::ThreadEnd, 0, 0, NO_SITE, now);
+    let mut name = [0u8; 16];
+    // SAFETY: PR_GET_NAME writes at most 16 bytes.
+    unsafe { libc::prctl(libc::PR_GET_NAME, name.as_mut_ptr()) };
+    let n = name.iter().position(|&b| b == 0).unwrap_or(16);
+    if st.producer.is_attached() {
+        // SAFETY: the ring is still mapped; the name field is the producer's to write.
+        unsafe { ring::set_name(st.producer.base(), &name[..n]) };
+        st.producer.close();
+    }
 }
 
 /// In a forked child: the ring belongs to the parent. Drop it (unmap, never write to it) and
 /// start afresh, so the child records into a ring of its own.
 pub fn after_fork_in_child() {
-    let _ = STATE.try_with(|cell| {
-        // SAFETY: the child has a single thread, and the handler runs outside any wrapper.
-        let st = unsafe { &mut *cell.get() };
-        if let Some(p) = st.producer.take() {
-            // SAFETY: the mapping was made in open_ring with this length.
-            unsafe { libc::munmap(p.base().cast(), st.ring_len) };
-        }
-        st.sites.clear();
-        st.objects.clear();
-        // SAFETY: gettid has no preconditions; the child's first thread was created by fork.
-        st.creator = 0;
-        st.status = Status::Fresh;
-    });
+    // SAFETY: the child has a single thread, and the handler runs outside any wrapper.
+    let st = unsafe { &mut *state() };
+    if st.producer.is_attached() {
+        // SAFETY: the mapping was made in open_ring with this length.
+        unsafe { libc::munmap(st.producer.base().cast(), st.ring_len) };
+        st.producer = Producer::detached();
+    }
+    st.sites.clear();
+    st.objects.clear();
+    st.last_object = (0, NO_OBJECT);
+    st.last_site = (0, NO_SITE);
+    st.creator = 0;
+    st.status = Status::Fresh;
     crate::maps::forget_snapshot();
 }
 
 pub fn set_creator(tid: u32) {
-    let _ = STATE.try_with(|cell| {
-        // SAFETY: called at the start of a new thread, before any recording on it.
-        unsafe { (*cell.get()).creator = tid };
-    });
+    // SAFETY: called at the start of a new thread, before any recording on it.
+    unsafe { (*state()).creator = tid };
 }
 
 fn errno() -> i32 {

@@ -46,6 +46,10 @@ pub struct Meta {
     /// streams once converted): the span analyses measure the run by.
     #[serde(default)]
     pub monotonic_span: Option<[u64; 2]>,
+    /// Lock recording in sampled mode: one in this many uncontended acquisitions was recorded
+    /// (absent: all were).
+    #[serde(default)]
+    pub lock_sample_every: Option<u32>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -175,6 +179,7 @@ impl Meta {
             events_dropped: 0,
             exit_status: None,
             monotonic_span: None,
+            lock_sample_every: None,
         }
     }
 

@@ -129,6 +129,8 @@ pub unsafe fn set_name(base: *mut u8, name: &[u8]) {
 }
 
 /// The producer's side, owned by one thread of the target. No allocation, no system call.
+/// All-zero is [`Producer::detached`].
+#[repr(C)]
 pub struct Producer {
     base: *mut u8,
     data: *mut u8,
@@ -145,6 +147,22 @@ pub struct Producer {
 unsafe impl Send for Producer {}
 
 impl Producer {
+    /// A producer attached to no ring (all fields zero); `push` must not be called on it.
+    pub const fn detached() -> Producer {
+        Producer {
+            base: std::ptr::null_mut(),
+            data: std::ptr::null_mut(),
+            mask: 0,
+            capacity: 0,
+            head: 0,
+            tail: 0,
+        }
+    }
+
+    pub fn is_attached(&self) -> bool {
+        !self.base.is_null()
+    }
+
     /// # Safety
     /// `base` must be a mapping initialised by [`init`] with the same capacity, which stays
     /// mapped for the Producer's lifetime; only one Producer may exist per ring.

@@ -16,9 +16,10 @@ pub struct Args {
     #[arg(short = 'o', long = "output", value_name = "DIR", default_value = trace::DEFAULT_RUN_DIR)]
     output: PathBuf,
     /// Record pthread mutexes, rwlocks, spinlocks, condition waits and barriers of an
-    /// unmodified program through the LD_PRELOAD probe.
-    #[arg(long)]
-    locks: bool,
+    /// unmodified program through the LD_PRELOAD probe. `--locks=sampled` (or `sampled:N`)
+    /// records one in N uncontended acquisitions (default 16) and every contended one.
+    #[arg(long, value_name = "MODE", num_args = 0..=1, default_missing_value = "full", require_equals = true)]
+    locks: Option<LockMode>,
     /// Each thread's event ring, in KiB: events beyond what fits between two drains are
     /// counted as dropped.
     #[arg(long, value_name = "KIB", default_value_t = 4096)]
@@ -29,6 +30,29 @@ pub struct Args {
     /// The program to run and its arguments (after `--`).
     #[arg(last = true, required = true, value_name = "CMD")]
     command: Vec<String>,
+}
+
+/// How much of the uncontended lock traffic is recorded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LockMode {
+    /// Record one in this many uncontended acquisitions (1: all).
+    every: u32,
+}
+
+impl std::str::FromStr for LockMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "full" => Ok(LockMode { every: 1 }),
+            "sampled" => Ok(LockMode { every: 16 }),
+            _ => s
+                .strip_prefix("sampled:")
+                .and_then(|n| n.parse::<u32>().ok())
+                .filter(|&n| n >= 1)
+                .map(|every| LockMode { every })
+                .ok_or_else(|| format!("`{s}` is not a lock mode: use full, sampled or sampled:N (N >= 1)")),
+        }
+    }
 }
 
 /// The probe library: `$CONTEND_PROBE`, else beside this executable (where cargo builds it).
@@ -67,11 +91,11 @@ fn find_probe() -> anyhow::Result<PathBuf> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    if !args.locks {
+    let Some(mode) = args.locks else {
         return Err(bad_input(
             "nothing to record: pass --locks (record the program's pthread locks)",
         ));
-    }
+    };
     let probe = find_probe()?;
     let run = RunDir::create(&args.output).map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut meta = Meta::new(args.command.clone());
@@ -86,6 +110,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         })
         .unwrap_or(serde_json::Value::Null);
     meta.captured.push("locks".into());
+    if mode.every > 1 {
+        meta.lock_sample_every = Some(mode.every);
+    }
     run.write_meta(&meta).map_err(|e| anyhow::anyhow!("{e}"))?;
 
     let outcome = launch::run(Plan {
@@ -94,6 +121,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         locks: Some(LockOptions {
             probe,
             ring_kib: args.ring_kb,
+            sample_every: mode.every,
         }),
         poll: Duration::from_millis(args.poll_ms.max(1)),
     })
