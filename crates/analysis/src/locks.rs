@@ -38,6 +38,8 @@ pub struct LockInput {
     pub threads: Vec<InputThread>,
     /// The run's wall-clock span, in CLOCK_MONOTONIC ns, when known (else the events' span).
     pub span: Option<(u64, u64)>,
+    /// Sampled recording: one in this many uncontended acquisitions was recorded (0 or 1: all).
+    pub sample_every: u32,
 }
 
 /// Reads one stream into an [`InputThread`] (events in file order, which is time order).
@@ -100,6 +102,9 @@ pub struct Hold {
     /// Still held when the trace ended (release time = end of the trace).
     pub unreleased: bool,
     pub on_critical_path: bool,
+    /// How many acquisitions this recorded one stands for: N for an uncontended acquisition
+    /// recorded in sampled mode (1 in N), else 1.
+    pub weight: u32,
 }
 
 impl Hold {
@@ -154,7 +159,8 @@ pub struct Summary {
     pub contended: u64,
     /// Time in protected sections, each event counted (nested holds on a thread add up).
     pub protected_ns: u64,
-    /// Time in protected sections with overlaps on the same thread counted once.
+    /// Time in protected sections with overlaps on the same thread counted once (recorded
+    /// holds only: a lower bound in sampled mode).
     pub protected_union_ns: u64,
     /// Time spent waiting to acquire.
     pub wait_ns: u64,
@@ -168,11 +174,12 @@ impl Summary {
         let mut s = Summary::default();
         let mut per_thread: HashMap<usize, Vec<(u64, u64)>> = HashMap::new();
         for h in holds {
-            s.events += 1;
+            let w = u64::from(h.weight);
+            s.events += w;
             s.contended += u64::from(h.contended);
-            s.protected_ns += h.hold_ns();
+            s.protected_ns += w * h.hold_ns();
             s.wait_ns += h.wait_ns();
-            s.duration_ns += h.duration_ns();
+            s.duration_ns += w * h.hold_ns() + h.wait_ns();
             per_thread
                 .entry(h.thread)
                 .or_default()
@@ -296,6 +303,8 @@ pub struct Unmatched {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct LockReport {
+    /// 1 when every acquisition was recorded, N for 1 in N uncontended ones.
+    pub sample_every: u32,
     /// First to last event (or the run's span), in ns.
     pub start_ns: u64,
     pub end_ns: u64,
@@ -340,6 +349,7 @@ struct Paired {
 
 /// Pairs each thread's events into holds, waits and idle periods.
 fn pair(input: &LockInput, end_ns: u64) -> Paired {
+    let every = input.sample_every;
     let mut holds = Vec::new();
     let mut unmatched = Unmatched::default();
     let mut conds: BTreeMap<(u32, u64), CondStats> = BTreeMap::new();
@@ -387,7 +397,7 @@ fn pair(input: &LockInput, end_ns: u64) -> Paired {
                     match open.iter().rposition(|o| o.lock == key) {
                         Some(i) => {
                             let o = open.remove(i);
-                            holds.push(make_hold(ti, &o, e.ts_ns.max(o.acquired_ns), false));
+                            holds.push(make_hold(ti, &o, e.ts_ns.max(o.acquired_ns), false, every));
                         }
                         None => unmatched.releases += 1,
                     }
@@ -442,7 +452,7 @@ fn pair(input: &LockInput, end_ns: u64) -> Paired {
         unmatched.open_waits += waiting.len() as u64;
         unmatched.open_holds += open.len() as u64;
         for o in open {
-            holds.push(make_hold(ti, &o, end_ns.max(o.acquired_ns), true));
+            holds.push(make_hold(ti, &o, end_ns.max(o.acquired_ns), true, every));
         }
     }
     holds.sort_by_key(|h| (h.acquired_ns, h.thread));
@@ -460,7 +470,9 @@ const fn libc_etimedout() -> i32 {
     110
 }
 
-fn make_hold(thread: usize, o: &Open, released_ns: u64, unreleased: bool) -> Hold {
+fn make_hold(thread: usize, o: &Open, released_ns: u64, unreleased: bool, every: u32) -> Hold {
+    let contended = locks::has(o.aux, CONTENDED);
+    let after_cond = locks::has(o.aux, AFTER_COND);
     Hold {
         thread,
         lock: o.lock,
@@ -469,12 +481,18 @@ fn make_hold(thread: usize, o: &Open, released_ns: u64, unreleased: bool) -> Hol
         requested_ns: o.requested_ns,
         acquired_ns: o.acquired_ns,
         released_ns,
-        contended: locks::has(o.aux, CONTENDED),
+        contended,
         shared: locks::mode(o.aux) == locks::MODE_SHARED,
-        after_cond: locks::has(o.aux, AFTER_COND),
+        after_cond,
         tried: locks::has(o.aux, TRY),
         unreleased,
         on_critical_path: false,
+        // Contended and after-cond acquisitions are always recorded; the others 1 in N.
+        weight: if contended || after_cond {
+            1
+        } else {
+            every.max(1)
+        },
     }
 }
 
@@ -596,7 +614,9 @@ pub fn analyze(input: &LockInput, filter: &Filter) -> LockReport {
         .enumerate()
         .map(|(i, t)| {
             let mine = holds.iter().filter(|h| h.thread == i);
-            let (n, w) = mine.fold((0, 0), |(n, w), h| (n + 1, w + h.wait_ns()));
+            let (n, w) = mine.fold((0, 0), |(n, w), h| {
+                (n + u64::from(h.weight), w + h.wait_ns())
+            });
             ThreadInfo {
                 pid: t.pid,
                 tid: t.tid,
@@ -608,6 +628,7 @@ pub fn analyze(input: &LockInput, filter: &Filter) -> LockReport {
         })
         .collect();
     LockReport {
+        sample_every: input.sample_every.max(1),
         start_ns,
         end_ns,
         threads,
@@ -629,9 +650,9 @@ fn lock_stats(
     duration: u64,
     input: &LockInput,
 ) -> LockStats {
-    let acquisitions = hs.len() as u64;
+    let acquisitions: u64 = hs.iter().map(|h| u64::from(h.weight)).sum();
     let wait_ns: u64 = hs.iter().map(|h| h.wait_ns()).sum();
-    let hold_ns: u64 = hs.iter().map(|h| h.hold_ns()).sum();
+    let hold_ns: u64 = hs.iter().map(|h| u64::from(h.weight) * h.hold_ns()).sum();
     let mut waits: Vec<u64> = hs
         .iter()
         .filter(|h| h.contended)
@@ -648,10 +669,10 @@ fn lock_stats(
             site: h.site,
             ..SiteStats::default()
         });
-        s.acquisitions += 1;
+        s.acquisitions += u64::from(h.weight);
         s.contended += u64::from(h.contended);
         s.wait_ns += h.wait_ns();
-        s.hold_ns += h.hold_ns();
+        s.hold_ns += u64::from(h.weight) * h.hold_ns();
         if h.on_critical_path {
             s.critical_events += 1;
             s.critical_wait_ns += h.wait_ns();

@@ -251,6 +251,13 @@ pub fn render(r: &LockReport, naming: &Naming, opts: &RenderOptions) -> String {
     if !r.filter.is_empty() {
         let _ = writeln!(out, "  filtered: {}", describe_filter(&r.filter));
     }
+    if r.sample_every > 1 {
+        let _ = writeln!(
+            out,
+            "  sampled: 1 in {} uncontended acquisitions recorded, every contended one; counts and hold times are estimates",
+            r.sample_every
+        );
+    }
     out.push('\n');
     out.push_str(&summary_table(r));
     out.push_str("\n\n");

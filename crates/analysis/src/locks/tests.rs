@@ -50,6 +50,7 @@ fn input(threads: Vec<InputThread>) -> LockInput {
     LockInput {
         threads,
         span: None,
+        sample_every: 1,
     }
 }
 
@@ -279,4 +280,16 @@ fn percentiles_by_nearest_rank() {
     assert_eq!(percentile(&[7], 99.0), Some(7));
     assert_eq!(percentile(&[], 50.0), None);
     assert_eq!(union_length(vec![(0, 10), (5, 20), (30, 40)]), 30);
+}
+
+#[test]
+fn sampled_holds_stand_for_n_acquisitions_and_waits_count_once() {
+    let mut t = chain();
+    t.sample_every = 16;
+    let r = analyze(&t, &Filter::default());
+    // T1's uncontended hold stands for 16 acquisitions of 100 ns; the waiters for one each.
+    assert_eq!(r.summary.events, 16 + 1 + 1);
+    assert_eq!(r.summary.protected_ns, 16 * 100 + 50 + 20);
+    assert_eq!(r.summary.wait_ns, 220);
+    assert_eq!(r.locks[0].acquisitions, 18);
 }

@@ -50,7 +50,9 @@ impl std::str::FromStr for LockMode {
                 .and_then(|n| n.parse::<u32>().ok())
                 .filter(|&n| n >= 1)
                 .map(|every| LockMode { every })
-                .ok_or_else(|| format!("`{s}` is not a lock mode: use full, sampled or sampled:N (N >= 1)")),
+                .ok_or_else(|| {
+                    format!("`{s}` is not a lock mode: use full, sampled or sampled:N (N >= 1)")
+                }),
         }
     }
 }

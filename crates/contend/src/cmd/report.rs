@@ -195,6 +195,7 @@ fn lock_report(
             .push(analysis::locks::thread_input(&stream, &clock, &name));
     }
     input.span = meta.monotonic_span.map(|[a, b]| (a, b));
+    input.sample_every = meta.lock_sample_every.unwrap_or(1);
     let filter = analysis::locks::Filter {
         min_duration_ns: args.min_duration,
         max_duration_ns: args.max_duration,
