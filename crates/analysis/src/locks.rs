@@ -508,36 +508,19 @@ pub fn mark_critical_path(holds: &mut [Hold]) {
     let Some(&last) = contended.last() else {
         return;
     };
+    let owners = previous_owners(holds);
     let view: &[Hold] = holds;
-    // Per lock, its holds by release time, to find a previous owner quickly.
-    let mut by_lock: HashMap<LockKey, Vec<(u64, usize)>> = HashMap::new();
-    for (i, h) in view.iter().enumerate() {
-        by_lock.entry(h.lock).or_default().push((h.released_ns, i));
-    }
-    for v in by_lock.values_mut() {
-        v.sort_unstable();
-    }
     // Latest contended event acquired strictly before `before_ns`.
     let previous_contended = |before_ns: u64| -> Option<usize> {
         let k = contended.partition_point(|&i| view[i].acquired_ns < before_ns);
         k.checked_sub(1).map(|k| contended[k])
-    };
-    // The hold of the same lock, by another thread, released last at or before `h` was
-    // acquired: the owner `h` waited for.
-    let previous_owner = |current: usize| -> Option<usize> {
-        let h = &view[current];
-        let v = by_lock.get(&h.lock)?;
-        let k = v.partition_point(|&(rel, _)| rel <= h.acquired_ns);
-        v[..k].iter().rev().map(|&(_, i)| i).find(|&i| {
-            i != current && view[i].acquired_ns < h.acquired_ns && view[i].thread != h.thread
-        })
     };
     let mut path = vec![last];
     let mut current = last;
     loop {
         let h = &view[current];
         let next = if h.contended {
-            previous_owner(current).or_else(|| previous_contended(h.requested_ns))
+            owners[current].or_else(|| previous_contended(h.requested_ns))
         } else {
             previous_contended(h.acquired_ns)
         };
@@ -552,6 +535,33 @@ pub fn mark_critical_path(holds: &mut [Hold]) {
     for i in path {
         holds[i].on_critical_path = true;
     }
+}
+
+/// For each contended hold, the hold it waited for: of the same lock, by another thread,
+/// acquired earlier, released last at or before this acquisition. `holds` sorted by
+/// acquisition; the result is indexed like it.
+pub fn previous_owners(holds: &[Hold]) -> Vec<Option<usize>> {
+    let mut by_lock: HashMap<LockKey, Vec<(u64, usize)>> = HashMap::new();
+    for (i, h) in holds.iter().enumerate() {
+        by_lock.entry(h.lock).or_default().push((h.released_ns, i));
+    }
+    for v in by_lock.values_mut() {
+        v.sort_unstable();
+    }
+    holds
+        .iter()
+        .enumerate()
+        .map(|(current, h)| {
+            if !h.contended {
+                return None;
+            }
+            let v = by_lock.get(&h.lock)?;
+            let k = v.partition_point(|&(rel, _)| rel <= h.acquired_ns);
+            v[..k].iter().rev().map(|&(_, i)| i).find(|&i| {
+                i != current && holds[i].acquired_ns < h.acquired_ns && holds[i].thread != h.thread
+            })
+        })
+        .collect()
 }
 
 fn percentile(sorted: &[u64], p: f64) -> Option<u64> {

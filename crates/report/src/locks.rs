@@ -14,6 +14,9 @@ pub struct Naming {
     pub sites: HashMap<u64, String>,
     /// Lock -> the global it is, e.g. `hot_lock` or `queue+0x40`.
     pub locks: HashMap<LockKey, String>,
+    /// Call site address -> its frames, innermost first (inlined functions, then the function
+    /// the call is written in), for profiles.
+    pub frames: HashMap<u64, Vec<export::pprof::Frame>>,
 }
 
 impl Naming {
@@ -26,6 +29,14 @@ impl Naming {
                 .unwrap_or_else(|| format!("{a:#x}")),
             None => "(unknown site)".into(),
         }
+    }
+
+    /// The lock's name alone (its address where it has none): for stack frames and labels.
+    pub fn lock_label(&self, key: LockKey) -> String {
+        self.locks
+            .get(&key)
+            .cloned()
+            .unwrap_or_else(|| format!("{:#x}", key.address))
     }
 
     pub fn lock(&self, key: LockKey) -> String {

@@ -43,6 +43,15 @@ struct LockArgs {
     /// Keep only this thread (its tid); repeatable.
     #[arg(long = "thread", value_name = "TID")]
     threads: Vec<u32>,
+    /// Write the lock timeline as a Perfetto trace (open it in ui.perfetto.dev).
+    #[arg(long, value_name = "FILE")]
+    perfetto: Option<PathBuf>,
+    /// Write a lock-contention profile for `go tool pprof` (contentions/count, delay/nanoseconds).
+    #[arg(long, value_name = "FILE")]
+    pprof: Option<PathBuf>,
+    /// Write folded stacks of lock wait time (ns) for flame graphs (`-` for stdout).
+    #[arg(long, value_name = "FILE")]
+    folded: Option<PathBuf>,
 }
 
 /// `10us`, `1.5ms`, `2s`, `250ns` or a plain number of nanoseconds.
@@ -162,10 +171,63 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             print!("{}", report::locks::render(r, naming, &opts));
         }
     }
-    if let Some((r, _)) = &locks {
+    if let Some((r, naming)) = &locks {
         for note in report::locks::unmatched_notes(r) {
             eprintln!("contend: note: {note}");
         }
+        write_lock_exports(r, naming, &meta, &args.locks)?;
+    }
+    Ok(())
+}
+
+/// Creates an export file (or stdout for `-`), with the error naming the file.
+fn create(path: &std::path::Path) -> anyhow::Result<Box<dyn std::io::Write>> {
+    if path.as_os_str() == "-" {
+        return Ok(Box::new(std::io::stdout().lock()));
+    }
+    let f = std::fs::File::create(path)
+        .map_err(|e| bad_input(format!("cannot write {}: {e}", path.display())))?;
+    Ok(Box::new(std::io::BufWriter::new(f)))
+}
+
+fn write_lock_exports(
+    r: &analysis::locks::LockReport,
+    naming: &report::locks::Naming,
+    meta: &trace::Meta,
+    args: &LockArgs,
+) -> anyhow::Result<()> {
+    if let Some(path) = &args.perfetto {
+        let name = meta
+            .command
+            .first()
+            .map(String::as_str)
+            .unwrap_or("program");
+        let timeline = report::lock_exports::timeline(r, naming, name);
+        let written = export::perfetto::write(&timeline, create(path)?)?;
+        eprintln!(
+            "contend: wrote {} slices and {} flows to {} (open in ui.perfetto.dev)",
+            written.slices,
+            written.flows,
+            path.display()
+        );
+    }
+    let profile = report::lock_exports::profile(r, naming);
+    if let Some(path) = &args.pprof {
+        export::pprof::write(&profile, create(path)?)?;
+        eprintln!(
+            "contend: wrote a lock-contention profile of {} call site(s) to {} (go tool pprof -top {})",
+            profile.samples.len(),
+            path.display(),
+            path.display()
+        );
+    }
+    if let Some(path) = &args.folded {
+        let options = export::folded::Options {
+            value_index: profile.value_index("delay").unwrap_or(1),
+            module: false,
+            file_line: true,
+        };
+        export::folded::write(&profile, &options, create(path)?)?;
     }
     Ok(())
 }
@@ -228,6 +290,29 @@ fn site_name(f: &symbolize::Frame) -> String {
     }
 }
 
+/// A call site's frames for a profile, innermost first: the inlined functions, then the
+/// function the call is written in.
+fn profile_frames(f: &symbolize::Frame) -> Vec<export::pprof::Frame> {
+    let module = f.module_name();
+    let mut frames = vec![export::pprof::Frame {
+        function: f.function.clone().unwrap_or_else(|| f.to_string()),
+        file: f.file.clone(),
+        line: f.line,
+        address: f.address,
+        module: module.clone(),
+    }];
+    for c in &f.inlined {
+        frames.push(export::pprof::Frame {
+            function: c.function.clone().unwrap_or_else(|| "??".into()),
+            file: c.file.clone(),
+            line: c.line,
+            address: f.address,
+            module: module.clone(),
+        });
+    }
+    frames
+}
+
 /// Names for the report's call sites and locks, from the memory maps the probe saved in the
 /// run directory's `maps/` (one symboliser per process). Problems are notes, not errors.
 fn name_addresses(
@@ -265,23 +350,26 @@ fn name_addresses(
             ..Default::default()
         };
         let mut sym = symbolize::Symbolizer::with_options(maps, options);
+        let lock_sites = r
+            .locks
+            .iter()
+            .filter(|l| l.lock.pid == pid)
+            .flat_map(|l| l.sites.iter().filter_map(|s| s.site));
+        let cond_sites = r
+            .conds
+            .iter()
+            .filter(|c| c.pid == pid)
+            .flat_map(|c| c.sites.iter().copied());
+        for s in lock_sites.chain(cond_sites) {
+            if !naming.sites.contains_key(&s) {
+                let frame = sym.resolve_call_site(s);
+                naming.sites.insert(s, site_name(&frame));
+                naming.frames.insert(s, profile_frames(&frame));
+            }
+        }
         for l in r.locks.iter().filter(|l| l.lock.pid == pid) {
             if let Some(d) = sym.resolve_data(l.lock.address) {
                 naming.locks.insert(l.lock, d.to_string());
-            }
-            for s in l.sites.iter().filter_map(|s| s.site) {
-                naming
-                    .sites
-                    .entry(s)
-                    .or_insert_with(|| site_name(&sym.resolve_call_site(s)));
-            }
-        }
-        for c in r.conds.iter().filter(|c| c.pid == pid) {
-            for &s in &c.sites {
-                naming
-                    .sites
-                    .entry(s)
-                    .or_insert_with(|| site_name(&sym.resolve_call_site(s)));
             }
         }
         for note in sym.notes() {
