@@ -361,9 +361,9 @@ fn name_addresses(
             .filter(|c| c.pid == pid)
             .flat_map(|c| c.sites.iter().copied());
         for s in lock_sites.chain(cond_sites) {
-            if !naming.sites.contains_key(&s) {
+            if let std::collections::hash_map::Entry::Vacant(slot) = naming.sites.entry(s) {
                 let frame = sym.resolve_call_site(s);
-                naming.sites.insert(s, site_name(&frame));
+                slot.insert(site_name(&frame));
                 naming.frames.insert(s, profile_frames(&frame));
             }
         }
