@@ -193,10 +193,19 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
     // Ctrl-C reaches the program (same process group); contend stays to save what it recorded.
     // SAFETY: setting a disposition; restored below.
     let previous = unsafe { libc::signal(libc::SIGINT, libc::SIG_IGN) };
+    // Drain often while events flow, back off to 10 ms while they do not: a recorder that
+    // polls hard takes CPU from the program on small machines. New rings are looked for every
+    // 20 ms (a ring holds far more than 20 ms of events).
+    let idle_max = Duration::from_millis(10).max(plan.poll);
+    let mut sleep = plan.poll;
+    let mut last_discovery: Option<Instant> = None;
     let (status, ended_wall, ended_mono) = loop {
         let moved = match drainer.as_mut() {
             Some(d) => {
-                d.discover();
+                if last_discovery.is_none_or(|t| t.elapsed() >= Duration::from_millis(20)) {
+                    d.discover();
+                    last_discovery = Some(Instant::now());
+                }
                 d.drain()
             }
             None => 0,
@@ -204,7 +213,10 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
         match child.try_wait() {
             Ok(Some(status)) => break (status, trace::meta::Timestamp::now(), monotonic_ns()),
             Ok(None) if moved > busy_threshold => {}
-            Ok(None) => std::thread::sleep(plan.poll),
+            Ok(None) => {
+                sleep = if moved > 0 { plan.poll } else { (sleep * 2).min(idle_max) };
+                std::thread::sleep(sleep);
+            }
             Err(source) => {
                 return Err(LaunchError::Io {
                     path: PathBuf::from(&plan.command[0]),
