@@ -214,7 +214,11 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
             Ok(Some(status)) => break (status, trace::meta::Timestamp::now(), monotonic_ns()),
             Ok(None) if moved > busy_threshold => {}
             Ok(None) => {
-                sleep = if moved > 0 { plan.poll } else { (sleep * 2).min(idle_max) };
+                sleep = if moved > 0 {
+                    plan.poll
+                } else {
+                    (sleep * 2).min(idle_max)
+                };
                 std::thread::sleep(sleep);
             }
             Err(source) => {
@@ -267,6 +271,11 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
 /// for nothing), else the run directory itself.
 fn rings_dir(run: &RunDir) -> PathBuf {
     let shm = Path::new("/dev/shm");
+    let in_run = absolute(&run.path().join("rings"));
+    // The probe copies the path into small stack buffers (probe::config::MAX_DIR).
+    if !shm.is_dir() && in_run.as_os_str().len() >= 400 {
+        return std::env::temp_dir().join(format!("contend-rings-{}", std::process::id()));
+    }
     if shm.is_dir() {
         let name = format!(
             "contend-{}-{}",
@@ -278,7 +287,7 @@ fn rings_dir(run: &RunDir) -> PathBuf {
         );
         shm.join(name)
     } else {
-        run.path().join("rings")
+        in_run
     }
 }
 

@@ -28,6 +28,14 @@ pub fn now() -> u64 {
     }
 }
 
+/// The time between two readings of `now()` in ticks: nanoseconds for CLOCK_MONOTONIC, and at
+/// least as many for an invariant counter (which runs at 1 GHz or more), so a threshold of
+/// 1000 ticks is at most 1 µs: enough to tell a wait from an uncontended call.
+#[inline]
+pub fn ns_between(a: u64, b: u64) -> u64 {
+    b.saturating_sub(a)
+}
+
 #[inline]
 pub fn counter() -> u64 {
     #[cfg(target_arch = "x86_64")]

@@ -8,7 +8,9 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-pub const MAX_DIR: usize = 3800;
+/// The rings directory's path, at most: it is copied into stack buffers, and threads may run on
+/// stacks as small as PTHREAD_STACK_MIN (16 KiB).
+pub const MAX_DIR: usize = 400;
 
 pub struct Config {
     dir: [u8; MAX_DIR],

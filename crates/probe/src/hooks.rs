@@ -115,6 +115,25 @@ fn acquire_recorded(
     r
 }
 
+/// Whether a timed call's arguments are ones the real function would take: a clock the
+/// futex accepts (glibc checks the clock before anything else) and a timeout with nanoseconds
+/// in range. Anything else goes straight to the real function, untried, so the program gets the
+/// error (or the behaviour) the real function gives it.
+#[inline]
+fn plain_clock(clock: libc::clockid_t) -> bool {
+    clock == libc::CLOCK_REALTIME || clock == libc::CLOCK_MONOTONIC
+}
+
+#[inline]
+fn plain_timeout(t: CPtr) -> bool {
+    if t.is_null() {
+        return false;
+    }
+    // SAFETY: the program passes a timespec; the real function would read it too.
+    let ns = unsafe { (*t.cast::<libc::timespec>()).tv_nsec };
+    (0..1_000_000_000).contains(&ns)
+}
+
 /// A try-lock called by the program: recorded only when it acquires.
 #[inline(always)]
 fn try_acquire(
@@ -171,7 +190,57 @@ fn release_recorded(
 // SAFETY (all hooks): the pointers come from the program and go unchanged to the real function
 // with the same signature; the probe only uses them as addresses.
 
+/// glibc's `__kind` word of a `pthread_mutex_t` (offset 16 on 64-bit Linux, as its static
+/// initialisers fix it) has these bits for mutexes whose try-lock is not the lock's first step:
+/// robust (16), priority-inheritance (32) and priority-protect (64). A priority-protect lock
+/// checks the caller's priority against the ceiling and a robust one may report the owner's
+/// death, so trying first would change what the program sees.
+const KIND_ROBUST_PI_PP: i32 = 16 | 32 | 64;
+
+#[inline]
+fn plain_mutex(m: CPtr) -> bool {
+    // SAFETY: `m` points to a pthread_mutex_t (40 bytes on 64-bit Linux); the real call reads
+    // the same word.
+    let kind = unsafe { m.cast::<u8>().add(16).cast::<i32>().read_volatile() };
+    kind & KIND_ROBUST_PI_PP == 0
+}
+
+/// A lock whose try would not be equivalent (see `plain_mutex`): the real call is made as is,
+/// and contention inferred from it taking longer than an uncontended call can (1 µs).
+#[inline(never)]
+fn acquire_untried(
+    lock: CPtr,
+    kind: ObjectKind,
+    mode: u8,
+    site: usize,
+    block: impl FnOnce() -> c_int,
+) -> c_int {
+    if !config::recording() {
+        return block();
+    }
+    let asked = clock::now();
+    let r = block();
+    let got = clock::now();
+    if r != 0 && r != libc::EOWNERDEAD {
+        return r;
+    }
+    let waited = clock::ns_between(asked, got) > 1_000;
+    let aux = mode | if waited { CONTENDED } else { 0 } | if r == 0 { 0 } else { OWNER_DIED };
+    with_recording(|st| {
+        if waited {
+            st.record(EventKind::LockWait, mode, (lock, kind), site, asked);
+        }
+        st.record(EventKind::LockAcquired, aux, (lock, kind), site, got);
+    });
+    r
+}
+
 extern "C" fn mutex_lock(m: Ptr, site: usize) -> c_int {
+    if !plain_mutex(m) {
+        return acquire_untried(m, ObjectKind::Mutex, MODE_EXCLUSIVE, site, || unsafe {
+            real::fn1_mutex_lock()(m)
+        });
+    }
     acquire(
         m,
         ObjectKind::Mutex,
@@ -189,6 +258,18 @@ extern "C" fn mutex_trylock(m: Ptr, site: usize) -> c_int {
 }
 
 extern "C" fn mutex_timedlock(m: Ptr, t: CPtr, site: usize) -> c_int {
+    if !plain_timeout(t) {
+        return unsafe { real::fn2_mutex_timedlock()(m, t) };
+    }
+    if !plain_mutex(m) {
+        return acquire_untried(
+            m,
+            ObjectKind::Mutex,
+            MODE_EXCLUSIVE | TIMED,
+            site,
+            || unsafe { real::fn2_mutex_timedlock()(m, t) },
+        );
+    }
     acquire(
         m,
         ObjectKind::Mutex,
@@ -200,6 +281,18 @@ extern "C" fn mutex_timedlock(m: Ptr, t: CPtr, site: usize) -> c_int {
 }
 
 extern "C" fn mutex_clocklock(m: Ptr, c: libc::clockid_t, t: CPtr, site: usize) -> c_int {
+    if !plain_clock(c) || !plain_timeout(t) {
+        return unsafe { real::fnclock_mutex_clocklock()(m, c, t) };
+    }
+    if !plain_mutex(m) {
+        return acquire_untried(
+            m,
+            ObjectKind::Mutex,
+            MODE_EXCLUSIVE | TIMED,
+            site,
+            || unsafe { real::fnclock_mutex_clocklock()(m, c, t) },
+        );
+    }
     acquire(
         m,
         ObjectKind::Mutex,
@@ -234,6 +327,9 @@ extern "C" fn rw_tryrdlock(l: Ptr, site: usize) -> c_int {
 }
 
 extern "C" fn rw_timedrdlock(l: Ptr, t: CPtr, site: usize) -> c_int {
+    if !plain_timeout(t) {
+        return unsafe { real::fn2_rw_timedrdlock()(l, t) };
+    }
     acquire(
         l,
         ObjectKind::RwLock,
@@ -245,6 +341,9 @@ extern "C" fn rw_timedrdlock(l: Ptr, t: CPtr, site: usize) -> c_int {
 }
 
 extern "C" fn rw_clockrdlock(l: Ptr, c: libc::clockid_t, t: CPtr, site: usize) -> c_int {
+    if !plain_clock(c) || !plain_timeout(t) {
+        return unsafe { real::fnclock_rw_clockrdlock()(l, c, t) };
+    }
     acquire(
         l,
         ObjectKind::RwLock,
@@ -273,6 +372,9 @@ extern "C" fn rw_trywrlock(l: Ptr, site: usize) -> c_int {
 }
 
 extern "C" fn rw_timedwrlock(l: Ptr, t: CPtr, site: usize) -> c_int {
+    if !plain_timeout(t) {
+        return unsafe { real::fn2_rw_timedwrlock()(l, t) };
+    }
     acquire(
         l,
         ObjectKind::RwLock,
@@ -284,6 +386,9 @@ extern "C" fn rw_timedwrlock(l: Ptr, t: CPtr, site: usize) -> c_int {
 }
 
 extern "C" fn rw_clockwrlock(l: Ptr, c: libc::clockid_t, t: CPtr, site: usize) -> c_int {
+    if !plain_clock(c) || !plain_timeout(t) {
+        return unsafe { real::fnclock_rw_clockwrlock()(l, c, t) };
+    }
     acquire(
         l,
         ObjectKind::RwLock,

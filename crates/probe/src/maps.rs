@@ -52,7 +52,7 @@ pub fn snapshot(pid: u32) {
             libc::close(src);
             return;
         }
-        let mut buf = [0u8; 4096];
+        let mut buf = [0u8; 1024]; // small: this may run on a PTHREAD_STACK_MIN stack
         loop {
             let n = libc::read(src, buf.as_mut_ptr().cast(), buf.len());
             if n <= 0 {
