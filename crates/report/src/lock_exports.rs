@@ -135,6 +135,34 @@ pub fn profile(r: &LockReport, naming: &Naming) -> Profile {
     p
 }
 
+/// Wait-time histograms of one lock (thesis figures 4.1 and 4.2): all its contended waits and
+/// those on the critical path, as an SVG.
+pub fn wait_histogram(r: &LockReport, lock: analysis::locks::LockKey, naming: &Naming) -> String {
+    let waits = |cp: bool| -> Vec<u64> {
+        r.holds
+            .iter()
+            .filter(|h| h.lock == lock && h.contended && (!cp || h.on_critical_path))
+            .map(|h| h.wait_ns())
+            .collect()
+    };
+    let (all, critical) = (waits(false), waits(true));
+    crate::svg::wait_histogram(
+        &format!("waits for {}", naming.lock(lock)),
+        &[
+            crate::svg::Series {
+                name: "all contended waits",
+                durations_ns: &all,
+                colour: "#4c78a8",
+            },
+            crate::svg::Series {
+                name: "on the critical path",
+                durations_ns: &critical,
+                colour: "#e45756",
+            },
+        ],
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

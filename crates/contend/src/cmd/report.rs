@@ -52,6 +52,9 @@ struct LockArgs {
     /// Write folded stacks of lock wait time (ns) for flame graphs (`-` for stdout).
     #[arg(long, value_name = "FILE")]
     folded: Option<PathBuf>,
+    /// Write wait-time histograms (SVG, log-binned) of the shown locks into this directory.
+    #[arg(long, value_name = "DIR")]
+    histograms: Option<PathBuf>,
 }
 
 /// `10us`, `1.5ms`, `2s`, `250ns` or a plain number of nanoseconds.
@@ -220,6 +223,22 @@ fn write_lock_exports(
             path.display(),
             path.display()
         );
+    }
+    if let Some(dir) = &args.histograms {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| bad_input(format!("cannot create {}: {e}", dir.display())))?;
+        for (i, l) in r.locks.iter().take(args.top).enumerate() {
+            let label: String = naming
+                .lock_label(l.lock)
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+                .collect();
+            let path = dir.join(format!("{:02}-{label}.svg", i + 1));
+            let svg = report::lock_exports::wait_histogram(r, l.lock, naming);
+            std::fs::write(&path, svg)
+                .map_err(|e| bad_input(format!("cannot write {}: {e}", path.display())))?;
+            eprintln!("contend: wrote {}", path.display());
+        }
     }
     if let Some(path) = &args.folded {
         let options = export::folded::Options {
