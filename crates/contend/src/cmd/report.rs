@@ -290,20 +290,42 @@ fn lock_report(
     Ok((r, naming))
 }
 
-/// A call site as people read it: `function (file:line)`, the file without its directories
-/// (the JSON keeps full frames); symbol+offset or module+offset where there is no line.
+/// Frames of library code that a lock call comes through (`std::mutex::lock`, libstdc++'s
+/// `__gthread_mutex_lock`, anything compiled from a system header): the call site shown is
+/// the first frame outside them, i.e. the program's own line.
+fn is_wrapper(function: Option<&str>, file: Option<&str>) -> bool {
+    let f = function.unwrap_or("");
+    file.is_some_and(|p| p.starts_with("/usr/include/") || p.starts_with("/usr/lib/gcc/"))
+        || ["std::", "__gthread", "__glibcxx", "__gnu_cxx::"]
+            .iter()
+            .any(|prefix| f.starts_with(prefix))
+}
+
+fn base_name(file: &str) -> String {
+    std::path::Path::new(file)
+        .file_name()
+        .map(|b| b.to_string_lossy().into_owned())
+        .unwrap_or_else(|| file.to_string())
+}
+
+/// A call site as people read it: `function (file:line)` of the first frame, innermost first,
+/// that is not a library wrapper (the JSON keeps full frames); symbol+offset or module+offset
+/// where there is no line.
 fn site_name(f: &symbolize::Frame) -> String {
-    match (&f.function, &f.file, f.line) {
-        (Some(func), Some(file), Some(line)) => {
-            let base = std::path::Path::new(file)
-                .file_name()
-                .map(|b| b.to_string_lossy().into_owned())
-                .unwrap_or_else(|| file.clone());
-            // The function the call is written in, if the site was inlined into another.
-            match f.outer_function() {
-                Some(outer) if outer != func => format!("{func} ({base}:{line}) in {outer}"),
-                _ => format!("{func} ({base}:{line})"),
-            }
+    let mut frames: Vec<(Option<&str>, Option<&str>, Option<u32>)> =
+        vec![(f.function.as_deref(), f.file.as_deref(), f.line)];
+    frames.extend(
+        f.inlined
+            .iter()
+            .map(|c| (c.function.as_deref(), c.file.as_deref(), c.line)),
+    );
+    let chosen = frames
+        .iter()
+        .find(|(func, file, _)| !is_wrapper(*func, *file))
+        .or(frames.first());
+    match chosen {
+        Some((Some(func), Some(file), Some(line))) => {
+            format!("{func} ({}:{line})", base_name(file))
         }
         _ => f.to_string(),
     }

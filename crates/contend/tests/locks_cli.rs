@@ -1,0 +1,309 @@
+//! The lock probe and analysis end to end, on the example programs with planted contention:
+//! what is found, where, and how much, against the truth each program measures itself.
+
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const CONTEND: &str = env!("CARGO_BIN_EXE_contend");
+
+fn repo(rel: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(rel)
+}
+
+/// The examples measure waits, which other examples running at the same time on a 2-CPU
+/// machine would inflate: the tests of this file run one at a time.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn build(src: &str, dir: &Path) -> PathBuf {
+    let name = Path::new(src)
+        .file_stem()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let exe = dir.join(&name);
+    let cxx = src.ends_with(".cpp");
+    let compiler = if cxx { "c++" } else { "cc" };
+    let status = Command::new(compiler)
+        .args(["-O2", "-g", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(repo(src))
+        .status()
+        .unwrap_or_else(|e| panic!("running {compiler}: {e} (install gcc/g++)"));
+    assert!(status.success(), "building {src}");
+    exe
+}
+
+fn run(args: &[&str], dir: &Path) -> Output {
+    Command::new(CONTEND)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+/// Records `exe` with the probe into `dir/run`; returns the program's truth line as a map.
+fn record(exe: &Path, dir: &Path, extra: &[&str]) -> HashMap<String, String> {
+    let mut args = vec!["record", "-o", "run", "--locks"];
+    args.extend_from_slice(extra);
+    args.push("--");
+    let exe_s = exe.to_string_lossy().into_owned();
+    args.push(&exe_s);
+    let out = run(&args, dir);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("truth "))
+        .expect("a truth line");
+    line.split_whitespace()
+        .skip(1)
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn report_json(dir: &Path, extra: &[&str]) -> Value {
+    let mut args = vec!["report", "--json"];
+    args.extend_from_slice(extra);
+    args.push("run");
+    let out = run(&args, dir);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice::<Value>(&out.stdout).unwrap()["locks"].clone()
+}
+
+fn lock<'a>(locks: &'a Value, address: &str) -> &'a Value {
+    let addr = u64::from_str_radix(address.trim_start_matches("0x"), 16).unwrap();
+    locks["locks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["lock"]["address"] == addr)
+        .unwrap_or_else(|| panic!("lock {address} not in the report"))
+}
+
+fn num(truth: &HashMap<String, String>, key: &str) -> f64 {
+    truth[key].parse().unwrap()
+}
+
+fn within(found: f64, truth: f64, pct: f64, what: &str) {
+    let err = (found - truth).abs() / truth * 100.0;
+    assert!(
+        err <= pct,
+        "{what}: found {found}, truth {truth} ({err:.2} % off, limit {pct} %)"
+    );
+}
+
+#[test]
+fn planted_hold_is_found_with_its_call_site_and_amounts() {
+    let _one_at_a_time = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build("examples/locks/planted_hold.c", dir.path());
+    let truth = record(&exe, dir.path(), &[]);
+    let report = report_json(dir.path(), &[]);
+
+    let hot = lock(&report, &truth["hot_lock.addr"]);
+    assert_eq!(
+        hot["acquisitions"],
+        num(&truth, "hot_lock.acquisitions") as u64
+    );
+    within(
+        hot["hold_ns"].as_f64().unwrap(),
+        num(&truth, "hot_lock.hold_ns_total"),
+        5.0,
+        "hot_lock hold",
+    );
+    within(
+        hot["wait_ns"].as_f64().unwrap(),
+        num(&truth, "hot_lock.wait_ns_total"),
+        5.0,
+        "hot_lock wait",
+    );
+    assert!(hot["contended"].as_u64().unwrap() > 0);
+    assert!(
+        hot["critical"]["events"].as_u64().unwrap() > 0,
+        "the hot lock is on the critical path"
+    );
+
+    let cold = lock(&report, &truth["cold_lock.addr"]);
+    assert_eq!(
+        cold["contended"], 0,
+        "a lock only one thread takes is never contended"
+    );
+    assert_eq!(
+        cold["acquisitions"],
+        num(&truth, "cold_lock.acquisitions") as u64
+    );
+
+    // The hot lock is named, and so is its call site, by function and file:line.
+    let text = run(&["report", "run"], dir.path());
+    let text = String::from_utf8(text.stdout).unwrap();
+    let (file_line, func) = truth["hot_lock.site"].rsplit_once(':').unwrap();
+    let file_line = file_line.to_string();
+    assert!(text.contains("hot_lock (0x"), "{text}");
+    assert!(
+        text.contains(&format!("{func} ({file_line})")),
+        "site {func} ({file_line}) not in:\n{text}"
+    );
+}
+
+#[test]
+fn two_locks_in_sharequeue_wait_less_than_one() {
+    let _one_at_a_time = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let exes: Vec<PathBuf> = ["single", "two"]
+        .iter()
+        .map(|v| build(&format!("examples/locks/sharequeue_{v}.c"), dir.path()))
+        .collect();
+    // Waits on a 2-CPU machine swing with preemption: three runs of each, interleaved, and
+    // their medians compared.
+    let mut waits = [Vec::new(), Vec::new()];
+    for round in 0..3 {
+        for (v, exe) in exes.iter().enumerate() {
+            let sub = dir.path().join(format!("{v}-{round}"));
+            std::fs::create_dir(&sub).unwrap();
+            record(exe, &sub, &[]);
+            waits[v].push(
+                report_json(&sub, &[])["summary"]["wait_ns"]
+                    .as_f64()
+                    .unwrap(),
+            );
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(|a, b| a.total_cmp(b));
+        v[1]
+    };
+    let (single, two) = (median(&mut waits[0]), median(&mut waits[1]));
+    assert!(
+        two < single,
+        "two locks should wait less than one: medians single {single} ns, two {two} ns ({waits:?})"
+    );
+}
+
+#[test]
+fn condition_waits_are_idle_time_not_lock_contention() {
+    let _one_at_a_time = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build("examples/locks/condvar_pc.c", dir.path());
+    record(&exe, dir.path(), &[]);
+    let r = report_json(dir.path(), &[]);
+    let conds = r["conds"].as_array().unwrap();
+    assert!(!conds.is_empty(), "condition variables recorded");
+    let waited: u64 = conds.iter().map(|c| c["wait_ns"].as_u64().unwrap()).sum();
+    assert!(waited > 0);
+}
+
+#[test]
+fn std_mutex_call_sites_name_the_programs_functions() {
+    let _one_at_a_time = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build("examples/locks/cxx_mutex.cpp", dir.path());
+    record(&exe, dir.path(), &[]);
+    let out = run(&["report", "run"], dir.path());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("cxx_mutex.cpp:"),
+        "call sites in the program's source:\n{text}"
+    );
+}
+
+#[test]
+fn exports_load_in_pprof_and_the_folded_stacks_add_up() {
+    let _one_at_a_time = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build("examples/locks/planted_hold.c", dir.path());
+    record(&exe, dir.path(), &[]);
+    let out = run(
+        &[
+            "report",
+            "run",
+            "--pprof",
+            "locks.pb.gz",
+            "--folded",
+            "locks.folded",
+        ],
+        dir.path(),
+    );
+    assert!(out.status.success());
+    let folded = std::fs::read_to_string(dir.path().join("locks.folded")).unwrap();
+    let line = folded
+        .lines()
+        .find(|l| l.contains("hot_lock"))
+        .expect("hot_lock in folded stacks");
+    assert!(line.contains("update_shared_counter"), "{line}");
+    let go = std::env::var("GO").unwrap_or_else(|_| "go".into());
+    let top = Command::new(&go)
+        .args(["tool", "pprof", "-top"])
+        .arg(dir.path().join("locks.pb.gz"))
+        .output()
+        .unwrap_or_else(|e| panic!("running {go}: {e} (install Go for go tool pprof)"));
+    let text = String::from_utf8_lossy(&top.stdout);
+    assert!(
+        top.status.success(),
+        "{}",
+        String::from_utf8_lossy(&top.stderr)
+    );
+    assert!(text.contains("update_shared_counter"), "{text}");
+    assert!(text.contains("Type: delay"), "{text}");
+}
+
+#[test]
+fn perfetto_trace_loads_with_the_expected_slices() {
+    let _one_at_a_time = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build("examples/locks/planted_hold.c", dir.path());
+    let truth = record(&exe, dir.path(), &[]);
+    let out = run(
+        &["report", "run", "--perfetto", "locks.pftrace"],
+        dir.path(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = report_json(dir.path(), &[]);
+    let hot = lock(&r, &truth["hot_lock.addr"]);
+    let script = repo("crates/export/tests/perfetto_check.py");
+    let q = Command::new("python3")
+        .arg(script)
+        .arg(dir.path().join("locks.pftrace"))
+        .arg("select count(*) as n from slice where name like 'waiting for hot_lock%'")
+        .arg("select count(*) as n from slice where name like 'holding hot_lock%'")
+        .arg("select count(*) as n from flow")
+        .output()
+        .expect("python3");
+    assert!(
+        q.status.success(),
+        "trace_processor: {}",
+        String::from_utf8_lossy(&q.stderr)
+    );
+    let v: Value = serde_json::from_slice(&q.stdout).unwrap();
+    let n = |i: usize| v["results"][i][0]["n"].as_u64().unwrap();
+    assert_eq!(
+        n(0),
+        hot["contended"].as_u64().unwrap(),
+        "one wait slice per contended acquisition"
+    );
+    assert_eq!(
+        n(1),
+        hot["acquisitions"].as_u64().unwrap(),
+        "one hold slice per acquisition"
+    );
+    assert!(n(2) > 0, "flows from releases to the waiters they let in");
+}
