@@ -17,6 +17,24 @@ pub const THREADS_MEMORY: Example = Example {
     about: "3 named threads (one spinning, two sleeping) with 4 MiB of heap, 256 KiB of stack, 40 MiB of anonymous memory (thread buffers and a private mapping), 4 MiB shared and its own executable mapped",
 };
 
+pub const PLANTED_HOLD: Example = Example {
+    name: "planted_hold",
+    source: include_str!("../../../examples/locks/planted_hold.c"),
+    about: "4 threads take `hot_lock` 100 times each and hold it 1 ms, from one call site; one thread alone takes `cold_lock`",
+};
+
+pub const SHAREQUEUE_SINGLE: Example = Example {
+    name: "sharequeue_single",
+    source: include_str!("../../../examples/locks/sharequeue_single.c"),
+    about: "the thesis's Sharequeue: 4 threads take items from a shared queue and put new ones back, one mutex for head and tail",
+};
+
+pub const SHAREQUEUE_TWO: Example = Example {
+    name: "sharequeue_two",
+    source: include_str!("../../../examples/locks/sharequeue_two.c"),
+    about: "the same work with two mutexes, one for the head and one for the tail",
+};
+
 /// The C compiler to use: `$CC`, else `cc`.
 pub fn compiler() -> String {
     std::env::var("CC").unwrap_or_else(|_| "cc".to_string())

@@ -118,6 +118,9 @@ fn demo_runs_every_section_and_cleans_up() {
         "2. Where a process runs",
         "$ contend where",
         "spinner",
+        "3. Lock contention",
+        "update_shared_counter (planted_hold.c:",
+        "4. One lock or two?",
         "Demo finished.",
     ] {
         assert!(stdout.contains(needle), "demo output lacks {needle:?}");

@@ -68,6 +68,70 @@ fn start_until_ready(exe: &Path, args: &[&str]) -> anyhow::Result<(Running, u32)
     Ok((running, pid))
 }
 
+/// Runs `contend record --locks` on `exe` into `run_dir`, showing the command; returns the
+/// program's own `truth` line (its fields), which the demo compares with contend's findings.
+fn record_quietly(exe: &Path, run_dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
+    println!(
+        "$ contend record --locks -- ./{}",
+        exe.file_name().unwrap_or_default().to_string_lossy()
+    );
+    let me = std::env::current_exe().context("finding the contend executable")?;
+    let out = Command::new(me)
+        .args(["record", "--locks", "-o"])
+        .arg(run_dir)
+        .arg("--")
+        .arg(exe)
+        .output()?;
+    if !out.status.success() {
+        bail!(
+            "`contend record` failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    eprint!("{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    Ok(stdout
+        .lines()
+        .find(|l| l.starts_with("truth "))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect())
+}
+
+fn truth_ms(truth: &[(String, String)], key: &str) -> String {
+    truth
+        .iter()
+        .find(|(k, _)| k == key)
+        .and_then(|(_, v)| v.parse::<f64>().ok())
+        .map(ms)
+        .unwrap_or_else(|| "n/a".into())
+}
+
+fn ms(ns: f64) -> String {
+    format!("{:.1}", ns / 1e6)
+}
+
+/// Total lock wait and critical-path wait of a run, from `contend report --json`.
+fn lock_waits(run_dir: &Path) -> anyhow::Result<(f64, f64)> {
+    let me = std::env::current_exe().context("finding the contend executable")?;
+    let out = Command::new(me)
+        .args(["report", "--json"])
+        .arg(run_dir)
+        .output()?;
+    if !out.status.success() {
+        bail!(
+            "`contend report` failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let wait = v["locks"]["summary"]["wait_ns"].as_f64().unwrap_or(0.0);
+    let critical = v["locks"]["critical"]["wait_ns"].as_f64().unwrap_or(0.0);
+    Ok((wait, critical))
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
     let dir = tempfile::Builder::new()
         .prefix("contend-demo-")
@@ -107,6 +171,58 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let (child, pid) = start_until_ready(&exe, &["30"])?;
     contend(&["where", &pid.to_string()])?;
     drop(child);
+
+    section(
+        3,
+        "Lock contention in an unmodified program",
+        &format!(
+            "`contend record --locks` preloads the probe; `contend report` explains the run. On\n\
+             `{}`: {}.\nThe program measures its own waits and holds, to compare with what contend found.",
+            examples::PLANTED_HOLD.name,
+            examples::PLANTED_HOLD.about
+        ),
+    );
+    let planted = examples::build(&examples::PLANTED_HOLD, dir.path())?;
+    let run_dir = dir.path().join("planted.data");
+    let truth = record_quietly(&planted, &run_dir)?;
+    let run_dir_s = run_dir.to_string_lossy().into_owned();
+    contend(&["report", &run_dir_s, "--top", "2"])?;
+    println!(
+        "The program's own measurement: hot_lock held {} ms and waited for {} ms in total.",
+        truth_ms(&truth, "hot_lock.hold_ns_total"),
+        truth_ms(&truth, "hot_lock.wait_ns_total")
+    );
+
+    section(
+        4,
+        "One lock or two? The thesis's Sharequeue",
+        &format!(
+            "{}; then {}.",
+            examples::SHAREQUEUE_SINGLE.about,
+            examples::SHAREQUEUE_TWO.about
+        ),
+    );
+    let mut waits = Vec::new();
+    for ex in [&examples::SHAREQUEUE_SINGLE, &examples::SHAREQUEUE_TWO] {
+        let exe = examples::build(ex, dir.path())?;
+        let run_dir = dir.path().join(format!("{}.data", ex.name));
+        record_quietly(&exe, &run_dir)?;
+        let (wait, critical) = lock_waits(&run_dir)?;
+        println!(
+            "  contend report: {} ms waiting to acquire, {} ms of it on the critical path",
+            ms(wait),
+            ms(critical)
+        );
+        waits.push(wait);
+    }
+    if waits[1] > 0.0 {
+        println!(
+            "\nWith two locks the threads waited {:.1}x less for their locks ({} ms against {} ms):\nthe head and the tail no longer exclude each other.",
+            waits[0] / waits[1],
+            ms(waits[1]),
+            ms(waits[0])
+        );
+    }
 
     if args.keep {
         let kept = dir.keep();
