@@ -26,6 +26,7 @@ mod tls;
 extern "C" fn on_load() {
     config::load();
     real::resolve_all();
+    thread::create_exit_key();
     // SAFETY: registering a plain function as the fork child handler.
     unsafe { libc::pthread_atfork(None, None, Some(child_after_fork)) };
 }

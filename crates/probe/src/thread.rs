@@ -7,6 +7,7 @@
 
 use crate::table::{AddrTable, Lookup};
 use crate::{clock, config};
+use std::sync::atomic::{AtomicU32, Ordering};
 use trace::ring::{self, Producer, RingInfo};
 use trace::{EventKind, ObjectKind, Record, NO_OBJECT, NO_SITE};
 
@@ -49,17 +50,31 @@ crate::tls::zeroed_thread_local!(state, ThreadState, "contend_probe_thread_tls",
 const MAX_SITES: u32 = NO_SITE as u32;
 const MAX_OBJECTS: u32 = NO_OBJECT - 1;
 
-thread_local! {
-    /// Dropped at thread exit: ends the thread's stream. Touched when the ring is created, so
-    /// threads that never record register nothing.
-    static EXIT: ExitGuard = const { ExitGuard };
+/// A pthread key whose destructor ends a thread's stream at thread exit. Not a Rust
+/// `thread_local!` with a destructor: registering one calls `__cxa_thread_atexit_impl`, which
+/// takes the dynamic linker's lock, and a thread started by a library constructor inside
+/// `dlopen` (which holds that lock while it waits for the thread) would deadlock.
+static EXIT_KEY: AtomicU32 = AtomicU32::new(u32::MAX);
+
+extern "C" fn on_thread_exit(_value: *mut libc::c_void) {
+    end_thread();
 }
 
-struct ExitGuard;
+/// Creates the exit key; called from the library's constructor, before threads record.
+pub fn create_exit_key() {
+    let mut key: libc::pthread_key_t = 0;
+    // SAFETY: a valid out-pointer and a plain function as destructor.
+    if unsafe { libc::pthread_key_create(&mut key, Some(on_thread_exit)) } == 0 {
+        EXIT_KEY.store(key, Ordering::Release);
+    }
+}
 
-impl Drop for ExitGuard {
-    fn drop(&mut self) {
-        end_thread();
+/// Asks for `on_thread_exit` when this thread ends (the key's value must be non-null).
+fn register_exit() {
+    let key = EXIT_KEY.load(Ordering::Acquire);
+    if key != u32::MAX {
+        // SAFETY: a key created by create_exit_key; the value is only a marker.
+        unsafe { libc::pthread_setspecific(key, 1 as *const libc::c_void) };
     }
 }
 
@@ -106,7 +121,7 @@ impl ThreadState {
         set_errno(saved);
         if ok {
             // Register the exit hook now that there is something to close.
-            let _ = EXIT.try_with(|_| ());
+            register_exit();
             let now = clock::now();
             self.emit(EventKind::ThreadStart, 0, self.creator, NO_SITE, now);
         }

@@ -1,0 +1,40 @@
+//! The probe must not change what a program sees: every conformance program (conformance/)
+//! gives byte-identical output and exit status with the probe recording as without it.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// The probe cdylib cargo built beside this test (target/<profile>/deps/).
+fn probe_library() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let deps = exe.parent().unwrap();
+    let lib = deps.join("libcontend_probe.so");
+    assert!(lib.is_file(), "{} not built", lib.display());
+    lib
+}
+
+#[test]
+fn programs_behave_identically_with_the_probe_recording() {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../conformance/run.sh");
+    // CONTEND_RINGS=. : each run records into its own working directory (run.sh gives every
+    // run one), so the probe's whole recording path runs, ring creation included.
+    let out = Command::new("bash")
+        .arg(&script)
+        .arg(probe_library())
+        .env("CONTEND_RINGS", ".")
+        .env("CONTEND_CLOCK", "tsc")
+        .env("REPEAT", "2")
+        .output()
+        .expect("running conformance/run.sh");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "conformance failures:\n{stdout}\n{stderr}"
+    );
+    let passed = stdout.lines().filter(|l| l.starts_with("PASS ")).count();
+    assert!(
+        passed >= 12,
+        "expected every program to run and pass:\n{stdout}"
+    );
+}

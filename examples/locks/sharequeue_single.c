@@ -1,0 +1,304 @@
+/*
+ * sharequeue_single: the thesis's Sharequeue micro-benchmark ("Queue-single", §4.1.3 and
+ * §4.3.1.4), one mutex for the whole queue.
+ *
+ * THREADS threads repeatedly remove a value from a shared FIFO queue, compute a new value
+ * from it (WORK_NS of busy computation, outside any lock) and insert the new value at the
+ * tail.  Here ONE mutex, queue_lock, protects both the head and the tail, so a dequeue and
+ * an enqueue can never overlap.  sharequeue_two.c is the same program with a head lock
+ * and a tail lock; `diff sharequeue_single.c sharequeue_two.c` shows exactly what differs.
+ * Each critical section also spends CS_NS of busy bookkeeping (standing in for copying an
+ * item's payload), which sets how much of the time the lock is held.
+ *
+ * With the defaults on 2 CPUs the single lock is saturated: every operation needs 2 µs of
+ * it (two 1 µs critical sections), and two CPUs complete an operation only every ~2 µs
+ * anyway ((2 µs of work + 2 µs in critical sections) / 2 CPUs), so threads queue on it.
+ * In sharequeue_two each of the two locks is needed 1 µs per operation: busy about half
+ * the time, so the same work waits several times less.
+ *
+ * The queue is a singly linked list with a dummy node (Michael & Scott, PODC 1996): the
+ * node a dequeue unlinks is reused by the same thread for its next enqueue, so nothing is
+ * allocated while the threads run (malloc's own locks would add contention of their own).
+ * Each item counts how often it was processed: at the end the counts must add up to the
+ * total number of operations, and the queue must again hold ITEMS items.
+ *
+ * Ground truth, measured in the program: per lock, the time from calling
+ * pthread_mutex_lock to its return (wait) and from there to calling pthread_mutex_unlock
+ * (hold), summed over all acquisitions; exact to about two CLOCK_MONOTONIC reads per
+ * acquisition (~50 ns), which is small against the defaults' 1 µs critical sections but
+ * not nothing: compare like with like (single vs two, or probe vs truth in one run).
+ *
+ * usage: sharequeue_single [-t THREADS] [-n OPS] [-w WORK_NS] [-c CS_NS] [-q ITEMS]
+ * defaults: -t 4 -n 20000 -w 2000 -c 1000 -q 64   (about 0.4 s on 2 CPUs)
+ *
+ * build: cc -O2 -g -pthread sharequeue_single.c -o sharequeue_single
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdatomic.h>
+#include <unistd.h>
+
+/* ---- timing helpers (the same in every lock example; each file stands alone so that
+ * `contend demo` can build it from its embedded source) ---------------------------- */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Nanoseconds on CLOCK_MONOTONIC. */
+static inline int64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Busy-wait (on the CPU, not asleep) until CLOCK_MONOTONIC reaches `deadline`; returns the
+ * time it read last, which is >= deadline.  Exact to one clock read (tens of ns). */
+static inline int64_t spin_until(int64_t deadline)
+{
+    int64_t t;
+    while ((t = now_ns()) < deadline)
+        ;
+    return t;
+}
+
+/* Parse a non-negative integer option value or exit with a usage message. */
+static inline long parse_count(const char *prog, char opt, const char *s, long min, long max)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*s == 0 || *end != 0 || v < min || v > max) {
+        fprintf(stderr, "%s: -%c wants an integer in [%ld, %ld], got '%s'\n", prog, opt, min,
+                max, s);
+        exit(2);
+    }
+    return v;
+}
+
+/* The source file's base name, for "site=file:line:function" fields. */
+static inline const char *base_name(const char *path)
+{
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+/* ----------------------------------------------------------------------------------- */
+
+#define PROGRAM "sharequeue_single"
+
+struct node {
+    _Atomic(struct node *) next; /* atomic: in the two-lock queue head and tail meet here */
+    uint64_t value;
+    long processed; /* how many times this item went through compute() */
+};
+
+struct queue {
+    struct node *head; /* the dummy node: the first item is head->next */
+    struct node *tail;
+};
+
+static struct queue q;
+/* One mutex for head and tail. */
+static pthread_mutex_t queue_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int nthreads = 4, nitems = 64;
+static long ops = 20000;
+static int64_t work_ns = 2000, cs_ns = 1000;
+static int dequeue_line, enqueue_line;
+static atomic_int go;
+
+struct sums {
+    long acquisitions, waits_over_5us;
+    int64_t wait_ns, hold_ns;
+};
+
+static void account(struct sums *s, int64_t t0, int64_t t1, int64_t t2)
+{
+    s->acquisitions++;
+    s->wait_ns += t1 - t0;
+    s->hold_ns += t2 - t1;
+    if (t1 - t0 > 5000)
+        s->waits_over_5us++;
+}
+
+/* Remove the first item; returns the node that carried it (free for reuse) or NULL. */
+__attribute__((noinline)) static struct node *dequeue(struct sums *s, uint64_t *value,
+                                                      long *processed)
+{
+    int64_t t0 = now_ns();
+    pthread_mutex_lock(&queue_lock); dequeue_line = __LINE__;
+    int64_t t1 = now_ns();
+    struct node *dummy = q.head;
+    struct node *first = atomic_load_explicit(&dummy->next, memory_order_acquire);
+    if (first) {
+        *value = first->value;
+        *processed = first->processed;
+        q.head = first; /* first becomes the dummy; the old dummy is ours */
+    }
+    int64_t t2 = spin_until(t1 + cs_ns); /* bookkeeping inside the critical section */
+    pthread_mutex_unlock(&queue_lock);
+    account(s, t0, t1, t2);
+    return first ? dummy : NULL;
+}
+
+/* Append a node at the tail. */
+__attribute__((noinline)) static void enqueue(struct sums *s, struct node *n)
+{
+    atomic_store_explicit(&n->next, NULL, memory_order_relaxed);
+    int64_t t0 = now_ns();
+    pthread_mutex_lock(&queue_lock); enqueue_line = __LINE__;
+    int64_t t1 = now_ns();
+    atomic_store_explicit(&q.tail->next, n, memory_order_release);
+    q.tail = n;
+    int64_t t2 = spin_until(t1 + cs_ns);
+    pthread_mutex_unlock(&queue_lock);
+    account(s, t0, t1, t2);
+}
+
+/* The new value: WORK_NS of arithmetic on the old one, outside any lock. */
+__attribute__((noinline)) static uint64_t compute(uint64_t v)
+{
+    int64_t end = now_ns() + work_ns;
+    do {
+        for (int i = 0; i < 16; i++) { /* xorshift64 */
+            v ^= v << 13;
+            v ^= v >> 7;
+            v ^= v << 17;
+        }
+    } while (now_ns() < end);
+    return v;
+}
+
+struct worker {
+    pthread_t thread;
+    int id;
+    long empty; /* dequeues that found the queue empty (cannot happen when ITEMS > THREADS) */
+    struct sums head, tail;
+};
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    char name[16];
+    snprintf(name, sizeof name, "sq-%d", w->id);
+    pthread_setname_np(pthread_self(), name);
+    while (!atomic_load(&go))
+        ;
+    for (long i = 0; i < ops;) {
+        uint64_t v;
+        long processed;
+        struct node *n = dequeue(&w->head, &v, &processed);
+        if (!n) {
+            w->empty++;
+            continue;
+        }
+        n->value = compute(v);
+        n->processed = processed + 1;
+        enqueue(&w->tail, n);
+        i++;
+    }
+    return NULL;
+}
+
+static void usage(const char *prog)
+{
+    fprintf(stderr,
+            "usage: %s [-t THREADS] [-n OPS] [-w WORK_NS] [-c CS_NS] [-q ITEMS]\n"
+            "  -t  threads (default 4)\n"
+            "  -n  remove+compute+insert operations per thread (default 20000)\n"
+            "  -w  busy computation per operation, outside the locks, ns (default 2000)\n"
+            "  -c  busy bookkeeping inside each critical section, ns (default 1000)\n"
+            "  -q  items in the queue, more than THREADS (default 64)\n",
+            prog);
+    exit(2);
+}
+
+int main(int argc, char **argv)
+{
+    int opt;
+    while ((opt = getopt(argc, argv, "t:n:w:c:q:h")) != -1) {
+        switch (opt) {
+        case 't': nthreads = (int)parse_count(argv[0], 't', optarg, 1, 1024); break;
+        case 'n': ops = parse_count(argv[0], 'n', optarg, 1, 1000000000); break;
+        case 'w': work_ns = parse_count(argv[0], 'w', optarg, 0, 1000000000); break;
+        case 'c': cs_ns = parse_count(argv[0], 'c', optarg, 0, 1000000000); break;
+        case 'q': nitems = (int)parse_count(argv[0], 'q', optarg, 1, 10000000); break;
+        default: usage(argv[0]);
+        }
+    }
+    if (optind != argc)
+        usage(argv[0]);
+    if (nitems <= nthreads) {
+        fprintf(stderr, "%s: -q must exceed -t so that the queue is never empty\n", argv[0]);
+        return 2;
+    }
+
+    /* nitems items plus the dummy node. */
+    struct node *nodes = calloc((size_t)nitems + 1, sizeof *nodes);
+    struct worker *w = calloc((size_t)nthreads, sizeof *w);
+    if (!nodes || !w)
+        return 1;
+    q.head = q.tail = &nodes[0];
+    for (int i = 1; i <= nitems; i++) {
+        nodes[i].value = (uint64_t)i * 0x9E3779B97F4A7C15ull;
+        atomic_store(&q.tail->next, &nodes[i]);
+        q.tail = &nodes[i];
+    }
+
+    for (int i = 0; i < nthreads; i++) {
+        w[i].id = i;
+        if (pthread_create(&w[i].thread, NULL, worker_main, &w[i]) != 0) {
+            perror("pthread_create");
+            return 1;
+        }
+    }
+    int64_t start = now_ns();
+    atomic_store(&go, 1);
+    for (int i = 0; i < nthreads; i++)
+        pthread_join(w[i].thread, NULL);
+    int64_t elapsed = now_ns() - start;
+
+    /* Integrity: nitems items left, their counts add up to every operation done. */
+    long items = 0, processed = 0;
+    uint64_t checksum = 0;
+    for (struct node *n = atomic_load(&q.head->next); n; n = atomic_load(&n->next)) {
+        items++;
+        processed += n->processed;
+        checksum ^= n->value;
+    }
+    struct sums lock = {0};
+    long empty = 0;
+    for (int i = 0; i < nthreads; i++) {
+        struct sums *ss[2] = {&w[i].head, &w[i].tail};
+        for (int k = 0; k < 2; k++) {
+            lock.acquisitions += ss[k]->acquisitions;
+            lock.waits_over_5us += ss[k]->waits_over_5us;
+            lock.wait_ns += ss[k]->wait_ns;
+            lock.hold_ns += ss[k]->hold_ns;
+        }
+        empty += w[i].empty;
+    }
+    long total_ops = (long)nthreads * ops;
+    if (items != nitems || processed != total_ops) {
+        fprintf(stderr, "%s: queue corrupted: %ld items, %ld operations counted, want %d, %ld\n",
+                PROGRAM, items, processed, nitems, total_ops);
+        return 1;
+    }
+    const char *file = base_name(__FILE__);
+    printf("truth program=" PROGRAM " threads=%d ops_per_thread=%ld ops=%ld work_ns=%lld "
+           "cs_ns=%lld items=%d locks=1 "
+           "queue_lock.addr=%p queue_lock.sites=%s:%d:dequeue,%s:%d:enqueue "
+           "queue_lock.acquisitions=%ld queue_lock.wait_ns_total=%lld "
+           "queue_lock.hold_ns_total=%lld queue_lock.waits_over_5us=%ld "
+           "wait_ns_total=%lld hold_ns_total=%lld empty_dequeues=%ld elapsed_ns=%lld "
+           "checksum=%016llx\n",
+           nthreads, ops, total_ops, (long long)work_ns, (long long)cs_ns, nitems,
+           (void *)&queue_lock, file, dequeue_line, file, enqueue_line, lock.acquisitions,
+           (long long)lock.wait_ns, (long long)lock.hold_ns, lock.waits_over_5us,
+           (long long)lock.wait_ns, (long long)lock.hold_ns, empty, (long long)elapsed,
+           (unsigned long long)checksum);
+    free(nodes);
+    free(w);
+    return 0;
+}
