@@ -168,9 +168,9 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
             .env("CONTEND_LOCK_SAMPLE", locks.sample_every.to_string())
             .env("CONTEND_CLOCK", if use_tsc { "tsc" } else { "monotonic" });
         drainer = Some(rings);
-        // A drain that moved more than an eighth of a ring means the program records fast: drain
+        // A drain that moved more than half a ring means the program records fast: drain
         // again at once instead of sleeping, so rings do not fill up between drains.
-        busy_threshold = locks.ring_kib * 1024 / 16 / 8;
+        busy_threshold = locks.ring_kib * 1024 / 16 / 2;
     }
     // Stream headers are written while the program runs, so they carry the counter's rate from
     // a 20 ms calibration; meta.json gets the rate over the whole run (points at start and end),
