@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-7}"
 pairs="${PAIRS:-4000000}"
+modes="${MODES:-bare full sampled}"
 cargo build --release -q -p contend
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -14,7 +15,7 @@ cc -O2 -pthread -o "$work/lock_pair_cost" benches/lock_pair_cost.c
 contend="$PWD/target/release/contend"
 declare -A results
 for ((i = 0; i < rounds; i++)); do
-  for mode in bare full sampled; do
+  for mode in $modes; do
     case $mode in
       bare) line=$("$work/lock_pair_cost" "$pairs") ;;
       *) line=$("$contend" record -o "$work/run" --locks="$mode" -- "$work/lock_pair_cost" "$pairs" 2>/dev/null)
@@ -25,7 +26,7 @@ for ((i = 0; i < rounds; i++)); do
 done
 median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 bare=$(echo "${results[bare]}" | median)
-for mode in bare full sampled; do
+for mode in $modes; do
   m=$(echo "${results[$mode]}" | median)
   printf '%-8s median %6.2f ns/pair  (overhead %6.2f ns; runs: %s)\n' "$mode" "$m" \
     "$(echo "$m - $bare" | bc -l)" "${results[$mode]}"

@@ -48,13 +48,26 @@ fn run(args: &[&str], dir: &Path) -> Output {
         .unwrap()
 }
 
-/// Records `exe` with the probe into `dir/run`; returns the program's truth line as a map.
+/// Records `exe` with the probe (`--locks`) into `dir/run`; returns the program's truth line as
+/// a map.
 fn record(exe: &Path, dir: &Path, extra: &[&str]) -> HashMap<String, String> {
-    let mut args = vec!["record", "-o", "run", "--locks"];
+    record_with(exe, dir, "--locks", extra, &[])
+}
+
+/// `record` with a lock mode (`--locks=...`) and arguments for the program.
+fn record_with(
+    exe: &Path,
+    dir: &Path,
+    locks: &str,
+    extra: &[&str],
+    program_args: &[&str],
+) -> HashMap<String, String> {
+    let mut args = vec!["record", "-o", "run", locks];
     args.extend_from_slice(extra);
     args.push("--");
     let exe_s = exe.to_string_lossy().into_owned();
     args.push(&exe_s);
+    args.extend_from_slice(program_args);
     let out = run(&args, dir);
     assert!(
         out.status.success(),
@@ -158,6 +171,65 @@ fn planted_hold_is_found_with_its_call_site_and_amounts() {
     assert!(
         text.contains(&format!("{func} ({file_line})")),
         "site {func} ({file_line}) not in:\n{text}"
+    );
+}
+
+/// Sampled mode records every contended acquisition and one in N of the others, weighting
+/// those by N: waits stay exact, counts and holds become estimates close to the truth.
+#[test]
+fn sampled_mode_keeps_every_wait_and_estimates_the_rest() {
+    let _one_at_a_time = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build("examples/locks/planted_hold.c", dir.path());
+    // 300 rounds: a hold that is preempted right after the acquisition (the first one, often,
+    // while the threads start) counts 4 times when it is a sampled one; more rounds keep that
+    // within the estimate's tolerance.
+    let truth = record_with(&exe, dir.path(), "--locks=sampled:4", &[], &["-k", "300"]);
+    let report = report_json(dir.path(), &[]);
+    assert_eq!(report["sample_every"], 4, "{report}");
+
+    let hot = lock(&report, &truth["hot_lock.addr"]);
+    within(
+        hot["wait_ns"].as_f64().unwrap(),
+        num(&truth, "hot_lock.wait_ns_total"),
+        5.0,
+        "hot_lock wait (never sampled)",
+    );
+    assert!(
+        hot["contended"].as_f64().unwrap() >= num(&truth, "hot_lock.waits_over_5us") * 0.95,
+        "every acquisition that waited is recorded: {hot}"
+    );
+    within(
+        hot["acquisitions"].as_f64().unwrap(),
+        num(&truth, "hot_lock.acquisitions"),
+        10.0,
+        "hot_lock acquisitions (estimated)",
+    );
+    within(
+        hot["hold_ns"].as_f64().unwrap(),
+        num(&truth, "hot_lock.hold_ns_total"),
+        10.0,
+        "hot_lock hold (estimated)",
+    );
+
+    // The uncontended lock: 7 500 acquisitions, about 1 875 of them recorded.
+    let cold = lock(&report, &truth["cold_lock.addr"]);
+    assert_eq!(cold["contended"], 0);
+    within(
+        cold["acquisitions"].as_f64().unwrap(),
+        num(&truth, "cold_lock.acquisitions"),
+        10.0,
+        "cold_lock acquisitions (estimated)",
+    );
+    assert_eq!(
+        report["unmatched"]["open_holds"], 0,
+        "{}",
+        report["unmatched"]
+    );
+    assert_eq!(
+        report["unmatched"]["releases"], 0,
+        "{}",
+        report["unmatched"]
     );
 }
 

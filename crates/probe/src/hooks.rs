@@ -39,10 +39,12 @@ macro_rules! interpose {
 type Ptr = *mut c_void;
 type CPtr = *const c_void;
 
+#[cfg(not(target_arch = "x86_64"))]
 interpose!(pthread_mutex_lock(m: Ptr) -> c_int, mutex_lock, "rsi", "x1");
 interpose!(pthread_mutex_trylock(m: Ptr) -> c_int, mutex_trylock, "rsi", "x1");
 interpose!(pthread_mutex_timedlock(m: Ptr, t: CPtr) -> c_int, mutex_timedlock, "rdx", "x2");
 interpose!(pthread_mutex_clocklock(m: Ptr, c: libc::clockid_t, t: CPtr) -> c_int, mutex_clocklock, "rcx", "x3");
+#[cfg(not(target_arch = "x86_64"))]
 interpose!(pthread_mutex_unlock(m: Ptr) -> c_int, mutex_unlock, "rsi", "x1");
 interpose!(pthread_rwlock_rdlock(l: Ptr) -> c_int, rw_rdlock, "rsi", "x1");
 interpose!(pthread_rwlock_tryrdlock(l: Ptr) -> c_int, rw_tryrdlock, "rsi", "x1");
@@ -61,6 +63,98 @@ interpose!(pthread_cond_timedwait(c: Ptr, m: Ptr, t: CPtr) -> c_int, cond_timedw
 interpose!(pthread_cond_clockwait(c: Ptr, m: Ptr, k: libc::clockid_t, t: CPtr) -> c_int, cond_clockwait, "r8", "x4");
 interpose!(pthread_barrier_wait(b: Ptr) -> c_int, barrier_wait, "rsi", "x1");
 
+/// `pthread_mutex_lock` on x86-64, with sampled mode's common case written out by hand: an
+/// uncontended acquisition that goes unrecorded costs a try-lock and a countdown, with no frame
+/// and no call into Rust (the budget is 10 ns a pair, the bare pair about 5.5). The countdown
+/// is non-zero only in sampled mode (full recording and pass-through never set it), so it is
+/// the only word read to decide. Anything else (the countdown at zero, a robust/PI/PP mutex, a
+/// busy lock, a real function not resolved yet) goes to the Rust hooks with the call site, as
+/// every other trampoline does. A signal handler interrupting between the countdown's load and
+/// store can only change which acquisition is sampled.
+#[cfg(target_arch = "x86_64")]
+#[unsafe(naked)]
+#[unsafe(no_mangle)]
+/// # Safety
+/// Called by the program as `pthread_mutex_lock`.
+pub unsafe extern "C" fn pthread_mutex_lock(m: Ptr) -> c_int {
+    core::arch::naked_asm!(
+        "test dword ptr [rdi + 16], {robust_pi_pp}",
+        "jnz 2f",
+        "mov rdx, qword ptr [rip + contend_probe_sampler_tls@GOTTPOFF]",
+        "add rdx, qword ptr fs:0",
+        "cmp dword ptr [rdx], 0",
+        "je 2f",
+        "mov rax, qword ptr [rip + {slots} + {trylock}]",
+        "test rax, rax",
+        "jz 2f",
+        "push rdi",
+        "call rax",
+        "pop rdi",
+        "test eax, eax",
+        "jnz 1f",
+        // Acquired: only uncontended acquisitions count down (as in `sampler`). A signal
+        // handler may have run the countdown to zero meanwhile: then it stays there.
+        "mov rdx, qword ptr [rip + contend_probe_sampler_tls@GOTTPOFF]",
+        "add rdx, qword ptr fs:0",
+        "mov ecx, dword ptr [rdx]",
+        "test ecx, ecx",
+        "jz 3f",
+        "dec ecx",
+        "mov dword ptr [rdx], ecx",
+        "3:",
+        "ret",
+        // The try failed: timed as a contended acquisition from here.
+        "1:",
+        "mov esi, eax",
+        "mov rdx, qword ptr [rsp]",
+        "jmp {busy}",
+        "2:",
+        "mov rsi, qword ptr [rsp]",
+        "jmp {hook}",
+        slots = sym real::SLOTS,
+        trylock = const real::Real::MutexTrylock as usize * 8,
+        robust_pi_pp = const KIND_ROBUST_PI_PP,
+        busy = sym mutex_lock_busy,
+        hook = sym mutex_lock,
+    );
+}
+
+/// `pthread_mutex_unlock` on x86-64: in sampled mode (countdown non-zero), a thread that holds
+/// no recorded lock goes straight to the real function (see `pthread_mutex_lock`).
+#[cfg(target_arch = "x86_64")]
+#[unsafe(naked)]
+#[unsafe(no_mangle)]
+/// # Safety
+/// Called by the program as `pthread_mutex_unlock`.
+pub unsafe extern "C" fn pthread_mutex_unlock(m: Ptr) -> c_int {
+    core::arch::naked_asm!(
+        "mov rax, qword ptr [rip + contend_probe_sampler_tls@GOTTPOFF]",
+        "add rax, qword ptr fs:0",
+        "cmp dword ptr [rax + 4], 0",
+        "jne 1f",
+        "cmp dword ptr [rax], 0",
+        "je 1f",
+        "mov rax, qword ptr [rip + {slots} + {unlock}]",
+        "test rax, rax",
+        "jz 1f",
+        "jmp rax",
+        "1:",
+        "mov rsi, qword ptr [rsp]",
+        "jmp {hook}",
+        slots = sym real::SLOTS,
+        unlock = const real::Real::MutexUnlock as usize * 8,
+        hook = sym mutex_unlock,
+    );
+}
+
+/// The hand-written `pthread_mutex_lock` found the lock busy (or the try failed otherwise).
+#[cfg(target_arch = "x86_64")]
+extern "C" fn mutex_lock_busy(m: Ptr, r: c_int, site: usize) -> c_int {
+    acquire_recorded(r, m, ObjectKind::Mutex, MODE_EXCLUSIVE, site, || unsafe {
+        real::fn1_mutex_lock()(m)
+    })
+}
+
 /// Acquires through `attempt` (a try) and, when that finds the lock busy, `block` (the
 /// program's own call), recording what happened. The unrecorded fast path of sampled mode stays
 /// in the hook; everything else is out of line, so the hook needs few registers.
@@ -77,7 +171,7 @@ fn acquire(
         return block();
     }
     let r = attempt();
-    if r == 0 && sampler::skip_acquisition(lock as usize) {
+    if r == 0 && sampler::skip_acquisition() {
         return r;
     }
     acquire_recorded(r, lock, kind, mode, site, block)
@@ -96,6 +190,7 @@ fn acquire_recorded(
         let ts = clock::now();
         let aux = mode | if r == 0 { 0 } else { OWNER_DIED };
         with_recording(|st| st.record(EventKind::LockAcquired, aux, (lock, kind), site, ts));
+        sampler::recorded_hold(lock as usize);
         return r;
     }
     if r != libc::EBUSY {
@@ -108,6 +203,7 @@ fn acquire_recorded(
     if r == 0 || r == libc::EOWNERDEAD {
         let aux = mode | CONTENDED | if r == 0 { 0 } else { OWNER_DIED };
         with_recording(|st| st.record(EventKind::LockAcquired, aux, (lock, kind), site, ts));
+        sampler::recorded_hold(lock as usize);
     } else {
         let aux = r.clamp(0, 255) as u8;
         with_recording(|st| st.record(EventKind::LockFailed, aux, (lock, kind), site, ts));
@@ -144,13 +240,14 @@ fn try_acquire(
     attempt: impl FnOnce() -> c_int,
 ) -> c_int {
     let r = attempt();
-    if r == 0 && config::recording() && sampler::skip_acquisition(lock as usize) {
+    if r == 0 && config::recording() && sampler::skip_acquisition() {
         return r;
     }
     if (r == 0 || r == libc::EOWNERDEAD) && config::recording() {
         let ts = clock::now();
         let aux = mode | TRY | if r == 0 { 0 } else { OWNER_DIED };
         with_recording(|st| st.record(EventKind::LockAcquired, aux, (lock, kind), site, ts));
+        sampler::recorded_hold(lock as usize);
     }
     r
 }
@@ -232,6 +329,7 @@ fn acquire_untried(
         }
         st.record(EventKind::LockAcquired, aux, (lock, kind), site, got);
     });
+    sampler::recorded_hold(lock as usize);
     r
 }
 
@@ -436,15 +534,20 @@ fn cond(c: Ptr, m: Ptr, site: usize, wait: impl FnOnce() -> c_int) -> c_int {
     if !config::recording() {
         return wait();
     }
+    // In sampled mode the hold that the wait ends was perhaps not recorded: then neither is its
+    // end. The re-acquisition always is (and so is the release that follows it).
+    let hold_recorded = !sampler::skip_release(m as usize);
     let ts = clock::now();
     with_recording(|st| {
-        st.record(
-            EventKind::LockReleased,
-            MODE_EXCLUSIVE,
-            (m, ObjectKind::Mutex),
-            site,
-            ts,
-        );
+        if hold_recorded {
+            st.record(
+                EventKind::LockReleased,
+                MODE_EXCLUSIVE,
+                (m, ObjectKind::Mutex),
+                site,
+                ts,
+            );
+        }
         st.record(EventKind::CondWait, 0, (c, ObjectKind::Cond), site, ts);
     });
     let r = wait();
@@ -465,6 +568,7 @@ fn cond(c: Ptr, m: Ptr, site: usize, wait: impl FnOnce() -> c_int) -> c_int {
             ts,
         );
     });
+    sampler::recorded_hold(m as usize);
     r
 }
 

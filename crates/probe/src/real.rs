@@ -90,7 +90,8 @@ const NAMES: [(&str, &str, &str); COUNT] = [
     ("fork\0", "", ""),
 ];
 
-static SLOTS: [AtomicUsize; COUNT] = [const { AtomicUsize::new(0) }; COUNT];
+/// Read by the hand-written fast paths in hooks.rs too (0: not resolved yet).
+pub static SLOTS: [AtomicUsize; COUNT] = [const { AtomicUsize::new(0) }; COUNT];
 static RESOLVING: AtomicBool = AtomicBool::new(false);
 
 unsafe extern "C" {

@@ -17,7 +17,7 @@ pub struct Args {
     output: PathBuf,
     /// Record pthread mutexes, rwlocks, spinlocks, condition waits and barriers of an
     /// unmodified program through the LD_PRELOAD probe. `--locks=sampled` (or `sampled:N`)
-    /// records one in N uncontended acquisitions (default 16) and every contended one.
+    /// records one in N uncontended acquisitions (default 64) and every contended one.
     #[arg(long, value_name = "MODE", num_args = 0..=1, default_missing_value = "full", require_equals = true)]
     locks: Option<LockMode>,
     /// Each thread's event ring, in KiB: events beyond what fits between two drains are
@@ -44,7 +44,7 @@ impl std::str::FromStr for LockMode {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "full" => Ok(LockMode { every: 1 }),
-            "sampled" => Ok(LockMode { every: 16 }),
+            "sampled" => Ok(LockMode { every: 64 }),
             _ => s
                 .strip_prefix("sampled:")
                 .and_then(|n| n.parse::<u32>().ok())
