@@ -322,9 +322,17 @@ static void execs(void)
     }
     wait_child("fork+exec", pid);
     fflush(stdout);
-    CHECK(posix_spawn, "exec-child", 0, &pid, "/proc/self/exe", NULL, NULL, argv, environ);
-    fflush(stdout);
-    wait_child("posix_spawn", pid);
+    /* The result is printed after the child has ended: printed before, it would race with
+     * the child's own output to the same stdout. */
+    struct res spawned;
+    CALL(spawned, posix_spawn, &pid, "/proc/self/exe", NULL, NULL, argv, environ);
+    int st = 0;
+    if (spawned.ret == 0 && waitpid(pid, &st, 0) != pid)
+        die("waitpid", errno);
+    SHOW(posix_spawn, "exec-child", 0, spawned);
+    if (spawned.ret == 0)
+        NOTE("posix_spawn child %s=%d", WIFEXITED(st) ? "exit" : "signal",
+             WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
 }
 
 /* The last act: exec ourselves from a thread while locks are held and waited for. */

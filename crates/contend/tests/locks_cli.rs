@@ -379,3 +379,52 @@ fn perfetto_trace_loads_with_the_expected_slices() {
     );
     assert!(n(2) > 0, "flows from releases to the waiters they let in");
 }
+
+/// With --alloc-sites, locks on the heap are named by the allocation they live in: C++ `new`
+/// in one function, malloc in another; each with the block's size and the lock's offset.
+#[test]
+fn heap_locks_are_named_by_their_allocation_site() {
+    let _one_at_a_time = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = build("examples/locks/heap_locks.cpp", dir.path());
+    let truth = record(&exe, dir.path(), &["--alloc-sites"]);
+    let report = report_json(dir.path(), &[]);
+    for which in ["account", "table"] {
+        let l = lock(&report, &truth[&format!("{which}_lock.addr")]);
+        let a = &l["lock"]["allocation"];
+        assert!(a.is_object(), "{which}: no allocation in {l}");
+        // truth: heap_locks.cpp:75:open_account -> "open_account (heap_locks.cpp:75)"
+        let (file_line, func) = truth[&format!("{which}.alloc_site")]
+            .rsplit_once(':')
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .unwrap();
+        assert_eq!(
+            a["site_name"],
+            format!("{func} ({file_line})"),
+            "{which}: {a}"
+        );
+        assert_eq!(a["size"], num(&truth, &format!("{which}.size")) as u64);
+        assert_eq!(
+            a["offset"],
+            num(&truth, &format!("{which}_lock.offset")) as u64
+        );
+        assert!(
+            l["lock"]["name"].as_str().unwrap().contains(func.as_str()),
+            "{l}"
+        );
+    }
+    assert!(
+        lock(&report, &truth["account_lock.addr"])["contended"]
+            .as_u64()
+            .unwrap()
+            > 0,
+        "four threads transfer into account 0"
+    );
+
+    // Without --alloc-sites nothing is recorded about allocations, and the locks are addresses.
+    let dir = tempfile::tempdir().unwrap();
+    let truth = record(&exe, dir.path(), &[]);
+    let report = report_json(dir.path(), &[]);
+    let l = lock(&report, &truth["account_lock.addr"]);
+    assert!(l["lock"].get("allocation").is_none(), "{l}");
+}

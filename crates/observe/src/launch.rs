@@ -16,6 +16,8 @@ pub struct LockOptions {
     pub ring_kib: u64,
     /// Record one in this many uncontended acquisitions (1: all).
     pub sample_every: u32,
+    /// Record heap allocations too, to name heap locks by their allocation site.
+    pub alloc_sites: bool,
 }
 
 pub struct Plan<'a> {
@@ -166,6 +168,10 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
             .env("CONTEND_RINGS", absolute(&rings))
             .env("CONTEND_RING_KB", locks.ring_kib.to_string())
             .env("CONTEND_LOCK_SAMPLE", locks.sample_every.to_string())
+            .env(
+                "CONTEND_ALLOC_SITES",
+                if locks.alloc_sites { "1" } else { "0" },
+            )
             .env("CONTEND_CLOCK", if use_tsc { "tsc" } else { "monotonic" });
         drainer = Some(rings);
         // A drain that moved more than half a ring means the program records fast: drain

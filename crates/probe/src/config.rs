@@ -4,7 +4,8 @@
 //! - `CONTEND_RINGS=DIR`: record into rings in DIR (absent: the probe only passes calls on);
 //! - `CONTEND_RING_KB=N`: each thread's ring, in KiB (rounded up to a power of two; default 1024);
 //! - `CONTEND_CLOCK=tsc|monotonic`: the time source (the recorder checks the TSC is invariant);
-//! - `CONTEND_LOCK_SAMPLE=N`: record one in N uncontended acquisitions (default 1: all).
+//! - `CONTEND_LOCK_SAMPLE=N`: record one in N uncontended acquisitions (default 1: all);
+//! - `CONTEND_ALLOC_SITES=1`: record heap allocations too (to name heap locks by theirs).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -28,6 +29,7 @@ static mut CONFIG: Config = Config {
     instance: 0,
 };
 static RECORDING: AtomicBool = AtomicBool::new(false);
+static ALLOC_SITES: AtomicBool = AtomicBool::new(false);
 static READY: AtomicU64 = AtomicU64::new(0);
 
 fn env(name: &[u8]) -> Option<&'static [u8]> {
@@ -75,7 +77,17 @@ pub fn load() {
         c.ring_bytes = bytes;
         c.instance = crate::clock::monotonic_ns();
     }
+    ALLOC_SITES.store(
+        env(b"CONTEND_ALLOC_SITES\0") == Some(b"1".as_slice()),
+        Ordering::Relaxed,
+    );
     RECORDING.store(true, Ordering::Release);
+}
+
+/// Whether heap allocations are recorded (only ever true while recording).
+#[inline]
+pub fn alloc_sites() -> bool {
+    ALLOC_SITES.load(Ordering::Relaxed)
 }
 
 #[inline]

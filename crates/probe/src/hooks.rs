@@ -19,22 +19,7 @@ use trace::locks::{AFTER_COND, CONTENDED, MODE_EXCLUSIVE, MODE_SHARED, MODE_SPIN
 use trace::locks::{OWNER_DIED, TIMED, TRY};
 use trace::{EventKind, ObjectKind};
 
-/// Defines an exported function whose trampoline puts the return address in the register of
-/// the argument after its own arguments, and jumps to `$hook`.
-macro_rules! interpose {
-    ($name:ident ($($arg:ident: $ty:ty),*) -> $ret:ty, $hook:ident, $x86:literal, $arm:literal) => {
-        #[unsafe(naked)]
-        #[unsafe(no_mangle)]
-        /// # Safety
-        /// Called by the program as the pthread function of the same name.
-        pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
-            #[cfg(target_arch = "x86_64")]
-            core::arch::naked_asm!(concat!("mov ", $x86, ", [rsp]"), "jmp {h}", h = sym $hook);
-            #[cfg(target_arch = "aarch64")]
-            core::arch::naked_asm!(concat!("mov ", $arm, ", x30"), "b {h}", h = sym $hook);
-        }
-    };
-}
+use crate::trampoline::interpose;
 
 type Ptr = *mut c_void;
 type CPtr = *const c_void;

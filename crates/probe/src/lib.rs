@@ -13,6 +13,9 @@
 //!
 //! Without `CONTEND_RINGS` in the environment the probe only passes calls on.
 
+mod trampoline;
+
+mod alloc;
 mod clock;
 mod config;
 pub mod hooks;
@@ -26,6 +29,7 @@ mod tls;
 extern "C" fn on_load() {
     config::load();
     real::resolve_all();
+    alloc::resolve_all();
     thread::create_exit_key();
     // SAFETY: registering a plain function as the fork child handler.
     unsafe { libc::pthread_atfork(None, None, Some(child_after_fork)) };

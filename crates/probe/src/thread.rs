@@ -308,6 +308,22 @@ impl ThreadState {
         self.emit(EventKind::LockReleased, aux, obj, NO_SITE, ts);
     }
 
+    /// Records a heap allocation (two records: see `trace::alloc`).
+    pub fn record_alloc(&mut self, address: usize, size: usize, call_site: usize, ts: u64) {
+        let alloc = trace::alloc::Alloc {
+            ts,
+            site: self.site(call_site as u64),
+            address: address as u64,
+            size: trace::alloc::saturated_size(size),
+        };
+        if let Some([first, second]) = alloc.encode() {
+            if self.producer.is_attached() {
+                self.producer.push(&first);
+                self.producer.push(&second);
+            }
+        }
+    }
+
     /// Records an event that names no object (thread start, fork).
     pub fn record_plain(&mut self, kind: EventKind, obj: u32, call_site: usize, ts: u64) {
         let site = if call_site == 0 {

@@ -14,8 +14,9 @@ fn probe_library() -> PathBuf {
 }
 
 /// Runs the suite with the probe recording, one in `sample_every` uncontended acquisitions
-/// (1: all, the full mode; above 1, sampled mode's hand-written fast paths run too).
-fn conformance_with(sample_every: u32) {
+/// (1: all, the full mode; above 1, sampled mode's hand-written fast paths run too), and heap
+/// allocations too with `alloc_sites`.
+fn conformance_with(sample_every: u32, alloc_sites: bool) {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../conformance/run.sh");
     // Recording into a directory of the test's own, so the probe's whole recording path runs,
     // ring creation included (nothing drains the rings: full rings count drops, as designed).
@@ -26,6 +27,7 @@ fn conformance_with(sample_every: u32) {
         .env("CONTEND_RINGS", rings.path())
         .env("CONTEND_CLOCK", "tsc")
         .env("CONTEND_LOCK_SAMPLE", sample_every.to_string())
+        .env("CONTEND_ALLOC_SITES", if alloc_sites { "1" } else { "0" })
         .env("REPEAT", "2")
         .output()
         .expect("running conformance/run.sh");
@@ -44,10 +46,15 @@ fn conformance_with(sample_every: u32) {
 
 #[test]
 fn programs_behave_identically_with_the_probe_recording() {
-    conformance_with(1);
+    conformance_with(1, false);
+}
+
+#[test]
+fn programs_behave_identically_with_allocations_recorded() {
+    conformance_with(1, true);
 }
 
 #[test]
 fn programs_behave_identically_with_the_probe_sampling() {
-    conformance_with(3);
+    conformance_with(3, false);
 }

@@ -17,6 +17,31 @@ pub struct Naming {
     /// Call site address -> its frames, innermost first (inlined functions, then the function
     /// the call is written in), for profiles.
     pub frames: HashMap<u64, Vec<export::pprof::Frame>>,
+    /// Lock -> the heap allocation it lives in (runs recorded with `--alloc-sites`).
+    pub allocations: HashMap<LockKey, Allocation>,
+}
+
+/// The heap block a lock lives in, for people and for JSON.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Allocation {
+    /// The allocation's call site address, and its name.
+    pub site: Option<u64>,
+    pub site_name: String,
+    pub block_address: u64,
+    /// Bytes (4294967295: at least that many).
+    pub size: u64,
+    /// The lock's offset in the block.
+    pub offset: u64,
+}
+
+impl Allocation {
+    /// `block of 72 B from open_account (heap_locks.cpp:71), +16`.
+    pub fn describe(&self) -> String {
+        format!(
+            "block of {} B from {}, +{}",
+            self.size, self.site_name, self.offset
+        )
+    }
 }
 
 impl Naming {

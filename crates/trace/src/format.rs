@@ -247,6 +247,12 @@ pub enum EventKind {
     ThreadEnd,
     /// The thread forked: `obj` the child's pid.
     Fork,
+    /// A heap block was allocated (recorded with `--alloc-sites`): `site` the allocation's call
+    /// site, `obj` its size in bytes (saturated at 2^32 - 1), `aux` bits 40..47 of its address.
+    /// Always followed by an [`EventKind::AllocAddress`] of the same time; see [`crate::alloc`].
+    Alloc,
+    /// The rest of the preceding `Alloc`'s address: `obj` bits 0..31, `aux` bits 32..39.
+    AllocAddress,
     Unknown(u8),
 }
 
@@ -263,6 +269,8 @@ impl EventKind {
     pub const THREAD_START: u8 = 10;
     pub const THREAD_END: u8 = 11;
     pub const FORK: u8 = 12;
+    pub const ALLOC: u8 = 13;
+    pub const ALLOC_ADDRESS: u8 = 14;
 
     #[inline]
     pub fn from_u8(v: u8) -> EventKind {
@@ -279,6 +287,8 @@ impl EventKind {
             Self::THREAD_START => EventKind::ThreadStart,
             Self::THREAD_END => EventKind::ThreadEnd,
             Self::FORK => EventKind::Fork,
+            Self::ALLOC => EventKind::Alloc,
+            Self::ALLOC_ADDRESS => EventKind::AllocAddress,
             other => EventKind::Unknown(other),
         }
     }
@@ -298,6 +308,8 @@ impl EventKind {
             EventKind::ThreadStart => Self::THREAD_START,
             EventKind::ThreadEnd => Self::THREAD_END,
             EventKind::Fork => Self::FORK,
+            EventKind::Alloc => Self::ALLOC,
+            EventKind::AllocAddress => Self::ALLOC_ADDRESS,
             EventKind::Unknown(v) => v,
         }
     }
@@ -316,6 +328,8 @@ impl EventKind {
             EventKind::ThreadStart => "thread-start",
             EventKind::ThreadEnd => "thread-end",
             EventKind::Fork => "fork",
+            EventKind::Alloc => "alloc",
+            EventKind::AllocAddress => "alloc-address",
             EventKind::Unknown(v) => return format!("unknown kind {v}"),
         }
         .to_string()

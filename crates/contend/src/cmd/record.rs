@@ -20,6 +20,11 @@ pub struct Args {
     /// records one in N uncontended acquisitions (default 64) and every contended one.
     #[arg(long, value_name = "MODE", num_args = 0..=1, default_missing_value = "full", require_equals = true)]
     locks: Option<LockMode>,
+    /// With --locks: record the program's heap allocations too (malloc, calloc, realloc, the
+    /// aligned allocators, C++ new), so that a lock on the heap is named by the call site that
+    /// allocated it. Costs a clock read and two records per allocation.
+    #[arg(long, requires = "locks")]
+    alloc_sites: bool,
     /// Each thread's event ring, in KiB: events beyond what fits between two drains are
     /// counted as dropped.
     #[arg(long, value_name = "KIB", default_value_t = 4096)]
@@ -112,6 +117,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         })
         .unwrap_or(serde_json::Value::Null);
     meta.captured.push("locks".into());
+    if args.alloc_sites {
+        meta.captured.push("alloc-sites".into());
+    }
     if mode.every > 1 {
         meta.lock_sample_every = Some(mode.every);
     }
@@ -124,6 +132,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             probe,
             ring_kib: args.ring_kb,
             sample_every: mode.every,
+            alloc_sites: args.alloc_sites,
         }),
         poll: Duration::from_millis(args.poll_ms.max(1)),
     })

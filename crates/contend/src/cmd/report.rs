@@ -159,8 +159,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     if args.json {
         let mut v = serde_json::to_value(&summary)?;
-        if let Some((r, _)) = &locks {
+        if let Some((r, naming)) = &locks {
             v["locks"] = serde_json::to_value(r)?;
+            // Names next to the addresses: the global, or the heap block and its allocation.
+            if let Some(list) = v["locks"]["locks"].as_array_mut() {
+                for (entry, l) in list.iter_mut().zip(&r.locks) {
+                    if let Some(name) = naming.locks.get(&l.lock) {
+                        entry["lock"]["name"] = name.clone().into();
+                    }
+                    if let Some(a) = naming.allocations.get(&l.lock) {
+                        entry["lock"]["allocation"] = serde_json::to_value(a)?;
+                    }
+                }
+            }
         }
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
@@ -286,7 +297,8 @@ fn lock_report(
     };
     let mut r = analysis::locks::analyze(&input, &filter);
     report::locks::sort_locks(&mut r.locks, args.sort);
-    let naming = name_addresses(run_dir, &r);
+    let homes = analysis::allocs::homes(&input);
+    let naming = name_addresses(run_dir, &r, &homes);
     Ok((r, naming))
 }
 
@@ -359,6 +371,7 @@ fn profile_frames(f: &symbolize::Frame) -> Vec<export::pprof::Frame> {
 fn name_addresses(
     run_dir: &std::path::Path,
     r: &analysis::locks::LockReport,
+    homes: &std::collections::HashMap<analysis::locks::LockKey, analysis::allocs::Home>,
 ) -> report::locks::Naming {
     let mut naming = report::locks::Naming::default();
     let mut snapshots: std::collections::BTreeMap<u32, Vec<std::path::PathBuf>> =
@@ -411,6 +424,20 @@ fn name_addresses(
         for l in r.locks.iter().filter(|l| l.lock.pid == pid) {
             if let Some(d) = sym.resolve_data(l.lock.address) {
                 naming.locks.insert(l.lock, d.to_string());
+            } else if let Some(home) = homes.get(&l.lock) {
+                let site_name = match home.block.site {
+                    Some(s) => site_name(&sym.resolve_call_site(s)),
+                    None => "an unknown call site".to_string(),
+                };
+                let allocation = report::locks::Allocation {
+                    site: home.block.site,
+                    site_name,
+                    block_address: home.block.address,
+                    size: home.block.size,
+                    offset: home.offset,
+                };
+                naming.locks.insert(l.lock, allocation.describe());
+                naming.allocations.insert(l.lock, allocation);
             }
         }
         for note in sym.notes() {
