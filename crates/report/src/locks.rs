@@ -284,6 +284,12 @@ pub fn render(r: &LockReport, naming: &Naming, opts: &RenderOptions) -> String {
         threads,
         ms(r.duration_ns())
     );
+    // Which sources the figures come from (the issue asks the report to say): only the
+    // interposed pthread calls; futex waits of locks that bypass pthread are not traced.
+    let _ = writeln!(
+        out,
+        "  source: pthread calls (LD_PRELOAD probe); locks that never call pthread (Rust std, parking_lot, Go, Java) are not seen, futex waits are not traced"
+    );
     if !r.filter.is_empty() {
         let _ = writeln!(out, "  filtered: {}", describe_filter(&r.filter));
     }
