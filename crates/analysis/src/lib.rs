@@ -1,6 +1,9 @@
 //! Models over recorded traces. Pure functions: no file, process or clock is touched here, so
 //! every model is tested with constructed inputs whose answers are known.
 
+pub mod activity;
 pub mod allocs;
 pub mod clock;
 pub mod locks;
+pub mod service;
+pub mod stats;

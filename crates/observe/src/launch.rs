@@ -2,6 +2,8 @@
 //! it runs, the clock calibration, and its exit status.
 
 use crate::lockrings::RingDrainer;
+use crate::sampler::{Sampler, SamplerOptions};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
 use std::time::{Duration, Instant};
@@ -26,6 +28,18 @@ pub struct Plan<'a> {
     pub locks: Option<LockOptions>,
     /// How often the rings are drained.
     pub poll: Duration,
+    /// Service-time sampling of every thread (`crate::sampler`).
+    pub sampling: Option<SamplerOptions>,
+    /// CPUs the program (and everything it starts) may run on; `None`: wherever it likes.
+    pub cpus: Option<Vec<u32>>,
+    /// Send the program's stdout and stderr to `stdout.txt` and `stderr.txt` in the run
+    /// directory instead of the terminal (`contend scale`, which runs it many times).
+    pub capture_output: bool,
+    /// Extra environment for the program (e.g. `OMP_NUM_THREADS`).
+    pub env: Vec<(String, String)>,
+    /// Count the program's work with these counters (`crate::counters`; what the machine
+    /// lacks is reported in [`Outcome::counters_unavailable`]).
+    pub counters: Vec<crate::counters::Counter>,
 }
 
 pub struct Outcome {
@@ -40,6 +54,40 @@ pub struct Outcome {
     pub streams: Vec<StreamEntry>,
     pub notes: Vec<String>,
     pub end_time: u64,
+    /// User plus system CPU time of the program and the children it waited for, ns
+    /// (`wait4`'s rusage: exact, whatever the sampling interval).
+    pub cpu_ns: Option<u64>,
+    /// What the sampler did, when sampling.
+    pub sampler: Option<SamplerStats>,
+    /// Counter totals over the program and its descendants.
+    pub counters: Vec<crate::counters::Reading>,
+    pub counters_unavailable: Vec<crate::counters::Unavailable>,
+}
+
+/// The sampler's own figures, for meta.json and the benchmarks.
+#[derive(Debug, Clone)]
+pub struct SamplerStats {
+    pub rounds: u64,
+    pub late_rounds: u64,
+    pub own_cpu_ns: u64,
+    pub wall_ns: u64,
+    /// The sched-tracepoint reader's figures, when it ran.
+    pub sched: Option<crate::sampler::SchedTraceStats>,
+    /// Why the sched tracepoints could not be used, when asked for: (what, why).
+    pub sched_unavailable: Option<(String, String)>,
+}
+
+impl SamplerStats {
+    fn of(s: &crate::sampler::SamplerOutcome) -> SamplerStats {
+        SamplerStats {
+            rounds: s.rounds,
+            late_rounds: s.late_rounds,
+            own_cpu_ns: s.own_cpu_ns,
+            wall_ns: s.wall_ns,
+            sched: s.sched.clone(),
+            sched_unavailable: s.sched_unavailable.clone(),
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -147,6 +195,30 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
     let started = Instant::now();
     let mut cmd = Command::new(&plan.command[0]);
     cmd.args(&plan.command[1..]);
+    cmd.envs(plan.env.iter().map(|(k, v)| (k, v)));
+    if plan.capture_output {
+        let file = |name: &str| {
+            let path = plan.run.path().join(name);
+            std::fs::File::create(&path).map_err(|source| LaunchError::Io { path, source })
+        };
+        cmd.stdout(file("stdout.txt")?).stderr(file("stderr.txt")?);
+    }
+    if let Some(cpus) = plan.cpus.clone() {
+        // SAFETY: only async-signal-safe calls (CPU_SET on a local set, sched_setaffinity)
+        // between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                for &c in &cpus {
+                    libc::CPU_SET(c as usize, &mut set);
+                }
+                if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
     let mut drainer = None;
     let mut busy_threshold = u64::MAX;
     if let Some(locks) = &plan.locks {
@@ -190,12 +262,32 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
     let mut drainer =
         drainer.map(|rings| RingDrainer::new(plan.run, &rings, clock, provisional_hz));
 
+    // Opened on this thread, inherited by the child at fork and enabled at its exec: they
+    // count the program and everything it starts, never contend itself.
+    let (counter_set, counters_unavailable) = if plan.counters.is_empty() {
+        (None, Vec::new())
+    } else {
+        let (set, missing) = crate::counters::CounterSet::for_children(&plan.counters);
+        (Some(set), crate::counters::merge_unavailable(&missing))
+    };
     let spawned_wall = trace::meta::Timestamp::now();
     let spawned_mono = monotonic_ns();
-    let mut child = cmd.spawn().map_err(|source| LaunchError::Spawn {
+    let child = cmd.spawn().map_err(|source| LaunchError::Spawn {
         program: plan.command[0].clone(),
         source,
     })?;
+    let child_pid = child.id();
+    let sampler = match &plan.sampling {
+        Some(options) => Some(
+            Sampler::start(plan.run.path(), child_pid, options.clone()).map_err(|source| {
+                LaunchError::Io {
+                    path: plan.run.path().to_path_buf(),
+                    source,
+                }
+            })?,
+        ),
+        None => None,
+    };
     // Ctrl-C reaches the program (same process group); contend stays to save what it recorded.
     // SAFETY: setting a disposition; restored below.
     let previous = unsafe { libc::signal(libc::SIGINT, libc::SIG_IGN) };
@@ -205,7 +297,7 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
     let idle_max = Duration::from_millis(10).max(plan.poll);
     let mut sleep = plan.poll;
     let mut last_discovery: Option<Instant> = None;
-    let (status, ended_wall, ended_mono) = loop {
+    let (status, cpu_ns, ended_wall, ended_mono) = loop {
         let moved = match drainer.as_mut() {
             Some(d) => {
                 if last_discovery.is_none_or(|t| t.elapsed() >= Duration::from_millis(20)) {
@@ -216,8 +308,15 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
             }
             None => 0,
         };
-        match child.try_wait() {
-            Ok(Some(status)) => break (status, trace::meta::Timestamp::now(), monotonic_ns()),
+        match wait_nohang(child_pid) {
+            Ok(Some((status, cpu_ns))) => {
+                break (
+                    status,
+                    cpu_ns,
+                    trace::meta::Timestamp::now(),
+                    monotonic_ns(),
+                )
+            }
             Ok(None) if moved > busy_threshold => {}
             Ok(None) => {
                 sleep = if moved > 0 {
@@ -237,6 +336,9 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
     };
     // SAFETY: restoring the previous disposition.
     unsafe { libc::signal(libc::SIGINT, previous) };
+    let sampled = sampler.map(Sampler::stop);
+    // Read after the child was reaped: its counts (and its descendants') are folded in.
+    let counters = counter_set.map(|c| c.read()).unwrap_or_default();
 
     let mut calibration = vec![start_point];
     let mut clock_hz = provisional_hz;
@@ -249,7 +351,7 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
         calibration.push(end_point);
     }
     let end_time = if use_tsc { tsc() } else { monotonic_ns() };
-    let (streams, notes) = match drainer {
+    let (mut streams, mut notes) = match drainer {
         Some(d) => {
             let rings = d.rings_dir().to_path_buf();
             let done = d.finish(end_time);
@@ -258,6 +360,12 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
         }
         None => (Vec::new(), Vec::new()),
     };
+    let sampler = sampled.map(|s| {
+        let stats = SamplerStats::of(&s);
+        streams.extend(s.streams);
+        notes.extend(s.notes);
+        stats
+    });
     Ok(Outcome {
         status,
         started: spawned_wall,
@@ -269,7 +377,36 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
         streams,
         notes,
         end_time,
+        cpu_ns: Some(cpu_ns),
+        sampler,
+        counters,
+        counters_unavailable,
     })
+}
+
+/// `wait4(WNOHANG)`: the exit status and the CPU time (user + system, ns) of the child and the
+/// children it reaped, once it has exited.
+fn wait_nohang(pid: u32) -> std::io::Result<Option<(ExitStatus, u64)>> {
+    let mut status = 0;
+    // SAFETY: a zeroed rusage is a valid out-parameter.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: valid pointers to locals; pid is our own child.
+        let r = unsafe { libc::wait4(pid as i32, &mut status, libc::WNOHANG, &mut usage) };
+        if r == 0 {
+            return Ok(None);
+        }
+        if r < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        let tv_ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
+        let cpu = tv_ns(usage.ru_utime) + tv_ns(usage.ru_stime);
+        return Ok(Some((ExitStatus::from_raw(status), cpu)));
+    }
 }
 
 /// Where the rings live while the program runs: memory-backed `/dev/shm` when it exists (ring
@@ -317,4 +454,98 @@ fn keep_maps(rings: &Path, run: &RunDir) {
 
 fn absolute(p: &Path) -> PathBuf {
     std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+/// Recording a process that is already running (`contend record -p PID`).
+pub struct AttachPlan<'a> {
+    pub pid: u32,
+    pub run: &'a RunDir,
+    pub sampling: SamplerOptions,
+    /// Stop after this long; `None`: when the process exits or on Ctrl-C.
+    pub duration: Option<Duration>,
+}
+
+/// Why an attached recording ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttachEnd {
+    /// The process exited.
+    Exited,
+    /// `--duration` elapsed.
+    Duration,
+    /// Ctrl-C (SIGINT) or SIGTERM.
+    Interrupted,
+}
+
+pub struct AttachOutcome {
+    pub started: trace::meta::Timestamp,
+    pub ended: trace::meta::Timestamp,
+    pub monotonic_span: [u64; 2],
+    pub streams: Vec<StreamEntry>,
+    pub notes: Vec<String>,
+    pub sampler: SamplerStats,
+    pub end: AttachEnd,
+}
+
+static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_interrupt(_: libc::c_int) {
+    INTERRUPTED.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Samples a running process until it exits, the duration elapses, or Ctrl-C. The process is
+/// only read, never stopped or signalled.
+pub fn attach(plan: AttachPlan<'_>) -> Result<AttachOutcome, LaunchError> {
+    INTERRUPTED.store(false, std::sync::atomic::Ordering::Relaxed);
+    // SAFETY: the handler only stores to an atomic; dispositions restored below.
+    let (old_int, old_term) = unsafe {
+        (
+            libc::signal(
+                libc::SIGINT,
+                on_interrupt as *const () as libc::sighandler_t,
+            ),
+            libc::signal(
+                libc::SIGTERM,
+                on_interrupt as *const () as libc::sighandler_t,
+            ),
+        )
+    };
+    let started = trace::meta::Timestamp::now();
+    let started_mono = monotonic_ns();
+    let began = Instant::now();
+    let sampler = Sampler::start(plan.run.path(), plan.pid, plan.sampling).map_err(|source| {
+        LaunchError::Io {
+            path: plan.run.path().to_path_buf(),
+            source,
+        }
+    })?;
+    let end = loop {
+        if INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) {
+            break AttachEnd::Interrupted;
+        }
+        if sampler.is_finished() {
+            break AttachEnd::Exited;
+        }
+        if plan.duration.is_some_and(|d| began.elapsed() >= d) {
+            break AttachEnd::Duration;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let ended = trace::meta::Timestamp::now();
+    let ended_mono = monotonic_ns();
+    let s = sampler.stop();
+    // SAFETY: restoring the previous dispositions.
+    unsafe {
+        libc::signal(libc::SIGINT, old_int);
+        libc::signal(libc::SIGTERM, old_term);
+    }
+    let sampler = SamplerStats::of(&s);
+    Ok(AttachOutcome {
+        started,
+        ended,
+        monotonic_span: [started_mono, ended_mono],
+        streams: s.streams,
+        notes: s.notes,
+        sampler,
+        end,
+    })
 }

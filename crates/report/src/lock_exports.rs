@@ -31,6 +31,7 @@ pub fn timeline(r: &LockReport, naming: &Naming, process_name: &str) -> Timeline
                 t.name.clone()
             },
             slices: Vec::new(),
+            ..Default::default()
         })
         .collect();
     for (i, h) in r.holds.iter().enumerate() {
@@ -76,6 +77,7 @@ pub fn timeline(r: &LockReport, naming: &Naming, process_name: &str) -> Timeline
                 pid: t.pid,
                 name: process_name.to_string(),
                 threads: Vec::new(),
+                ..Default::default()
             })
             .threads
             .push(track);

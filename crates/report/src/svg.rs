@@ -176,3 +176,225 @@ mod tests {
         assert!(svg.trim_end().ends_with("</svg>"));
     }
 }
+
+/// One line of a [`line_chart`]: points (x, y) in order, drawn as a polyline with markers when
+/// `markers`, and optionally filled down to zero (`area`).
+pub struct Line<'a> {
+    pub name: &'a str,
+    pub points: &'a [(f64, f64)],
+    pub colour: &'a str,
+    pub markers: bool,
+    pub area: bool,
+    pub dashed: bool,
+}
+
+/// A round number near `span / 5` for axis ticks.
+fn tick_step(span: f64) -> f64 {
+    let raw = (span / 5.0).max(f64::MIN_POSITIVE);
+    let mag = 10f64.powf(raw.log10().floor());
+    let norm = raw / mag;
+    let nice = if norm < 1.5 {
+        1.0
+    } else if norm < 3.5 {
+        2.0
+    } else if norm < 7.5 {
+        5.0
+    } else {
+        10.0
+    };
+    nice * mag
+}
+
+fn tick_label(v: f64, step: f64) -> String {
+    if step >= 1.0 {
+        format!("{v:.0}")
+    } else {
+        let decimals = (-step.log10().floor()) as usize;
+        format!("{v:.decimals$}")
+    }
+}
+
+/// A line chart with linear axes from 0 (or the data's minimum x) to the data's maximum.
+pub fn line_chart(title: &str, x_label: &str, y_label: &str, lines: &[Line<'_>]) -> String {
+    let all = || lines.iter().flat_map(|l| l.points.iter());
+    let finite = |v: &f64| v.is_finite();
+    let x_min = all()
+        .map(|p| p.0)
+        .filter(finite)
+        .fold(f64::INFINITY, f64::min);
+    let x_max = all()
+        .map(|p| p.0)
+        .filter(finite)
+        .fold(f64::NEG_INFINITY, f64::max);
+    let y_max = all().map(|p| p.1).filter(finite).fold(0.0, f64::max);
+    let (x_min, x_max) = if x_min.is_finite() && x_max > x_min {
+        (
+            x_min.min(0.0).max(if x_min > 0.0 { 0.0 } else { x_min }),
+            x_max,
+        )
+    } else {
+        (0.0, 1.0)
+    };
+    let y_max = if y_max > 0.0 { y_max * 1.05 } else { 1.0 };
+    let (left, top, plot_w, plot_h) = (70.0, 50.0, 560.0, 280.0);
+    let width = left + plot_w + 30.0;
+    let height = top + plot_h + 60.0 + 18.0 * lines.len() as f64;
+    let sx = |x: f64| left + plot_w * (x - x_min) / (x_max - x_min);
+    let sy = |y: f64| top + plot_h - plot_h * (y / y_max);
+    let mut svg = String::new();
+    let _ = writeln!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" font-family="sans-serif" font-size="11">"#
+    );
+    let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let _ = writeln!(
+        svg,
+        r#"<text x="{left}" y="20" font-size="14">{}</text>"#,
+        escape(title)
+    );
+    let ystep = tick_step(y_max);
+    let mut v = 0.0;
+    while v <= y_max + 1e-12 {
+        let y = sy(v);
+        let _ = writeln!(
+            svg,
+            r##"<line x1="{left}" x2="{:.0}" y1="{y:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{:.0}" y="{:.1}" text-anchor="end">{}</text>"##,
+            left + plot_w,
+            left - 6.0,
+            y + 4.0,
+            tick_label(v, ystep)
+        );
+        v += ystep;
+    }
+    let xstep = tick_step(x_max - x_min);
+    let mut v = (x_min / xstep).ceil() * xstep;
+    while v <= x_max + 1e-12 {
+        let x = sx(v);
+        let _ = writeln!(
+            svg,
+            r##"<line x1="{x:.1}" x2="{x:.1}" y1="{top}" y2="{:.0}" stroke="#eee"/><text x="{x:.1}" y="{:.0}" text-anchor="middle">{}</text>"##,
+            top + plot_h,
+            top + plot_h + 14.0,
+            tick_label(v, xstep)
+        );
+        v += xstep;
+    }
+    let _ = writeln!(
+        svg,
+        r##"<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#888"/>"##
+    );
+    let _ = writeln!(
+        svg,
+        r#"<text x="{:.0}" y="{:.0}" text-anchor="middle">{}</text>"#,
+        left + plot_w / 2.0,
+        top + plot_h + 32.0,
+        escape(x_label)
+    );
+    let _ = writeln!(
+        svg,
+        r#"<text transform="translate(16,{:.0}) rotate(-90)" text-anchor="middle">{}</text>"#,
+        top + plot_h / 2.0,
+        escape(y_label)
+    );
+    for l in lines {
+        let pts: Vec<(f64, f64)> = l
+            .points
+            .iter()
+            .filter(|p| p.0.is_finite() && p.1.is_finite())
+            .map(|&(x, y)| (sx(x), sy(y.max(0.0))))
+            .collect();
+        if pts.is_empty() {
+            continue;
+        }
+        let path: String = pts
+            .iter()
+            .map(|(x, y)| format!("{x:.1},{y:.1}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        if l.area {
+            let base = sy(0.0);
+            let _ = writeln!(
+                svg,
+                r#"<polygon points="{:.1},{base:.1} {path} {:.1},{base:.1}" fill="{}" fill-opacity="0.35" stroke="none"/>"#,
+                pts[0].0,
+                pts[pts.len() - 1].0,
+                l.colour
+            );
+        }
+        let dash = if l.dashed {
+            r#" stroke-dasharray="6,4""#
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            svg,
+            r#"<polyline points="{path}" fill="none" stroke="{}" stroke-width="2"{dash}><title>{}</title></polyline>"#,
+            l.colour,
+            escape(l.name)
+        );
+        if l.markers {
+            for (x, y) in &pts {
+                let _ = writeln!(
+                    svg,
+                    r#"<circle cx="{x:.1}" cy="{y:.1}" r="3.5" fill="{}"/>"#,
+                    l.colour
+                );
+            }
+        }
+    }
+    for (i, l) in lines.iter().enumerate() {
+        let y = top + plot_h + 52.0 + 18.0 * i as f64;
+        let _ = writeln!(
+            svg,
+            r#"<rect x="{left}" y="{:.0}" width="12" height="12" fill="{}"/><text x="{:.0}" y="{y:.0}">{}</text>"#,
+            y - 10.0,
+            l.colour,
+            left + 16.0,
+            escape(l.name)
+        );
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
+#[cfg(test)]
+mod line_chart_tests {
+    use super::*;
+
+    #[test]
+    fn a_line_chart_has_its_lines_legend_and_ticks() {
+        let pts = [(1.0, 1.0), (2.0, 1.9), (4.0, 3.5)];
+        let ideal = [(1.0, 1.0), (4.0, 4.0)];
+        let svg = line_chart(
+            "speed-up <m>",
+            "threads",
+            "speed-up",
+            &[
+                Line {
+                    name: "measured",
+                    points: &pts,
+                    colour: "#1f77b4",
+                    markers: true,
+                    area: false,
+                    dashed: false,
+                },
+                Line {
+                    name: "ideal",
+                    points: &ideal,
+                    colour: "#999",
+                    markers: false,
+                    area: true,
+                    dashed: true,
+                },
+            ],
+        );
+        assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
+        assert_eq!(svg.matches("<polyline").count(), 2);
+        assert_eq!(svg.matches("<circle").count(), 3);
+        assert!(svg.contains("speed-up &lt;m&gt;"));
+        assert!(svg.contains(">measured</text>") && svg.contains(">ideal</text>"));
+        assert!(svg.contains("stroke-dasharray") && svg.contains("<polygon"));
+        assert_eq!(tick_step(4.2), 1.0);
+        assert_eq!(tick_step(0.9), 0.2);
+    }
+}

@@ -426,3 +426,59 @@ impl Topology {
 
 #[cfg(test)]
 mod tests;
+
+/// Parses a layout file (the thesis's `systemConfig.txt`): CPU numbers in the order they are
+/// given out, separated by spaces, commas or newlines, ranges (`4-7`) allowed, `#` comments.
+/// A CPU listed twice is an error (it would get two threads where one was meant).
+pub fn parse_layout(text: &str) -> Result<Vec<u32>, String> {
+    let mut cpus = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let body = line.split('#').next().unwrap_or("");
+        for word in body
+            .split(|c: char| c == ',' || c.is_whitespace())
+            .filter(|w| !w.is_empty())
+        {
+            let bad = || format!("line {}: `{word}` is not a CPU number or range", n + 1);
+            let (lo, hi) = match word.split_once('-') {
+                Some((a, b)) => (
+                    a.parse::<u32>().map_err(|_| bad())?,
+                    b.parse::<u32>().map_err(|_| bad())?,
+                ),
+                None => {
+                    let v = word.parse::<u32>().map_err(|_| bad())?;
+                    (v, v)
+                }
+            };
+            if lo > hi || hi > cpuset::MAX_CPU {
+                return Err(bad());
+            }
+            for c in lo..=hi {
+                if cpus.contains(&c) {
+                    return Err(format!("line {}: CPU {c} is listed twice", n + 1));
+                }
+                cpus.push(c);
+            }
+        }
+    }
+    if cpus.is_empty() {
+        return Err("the layout lists no CPU".into());
+    }
+    Ok(cpus)
+}
+
+#[cfg(test)]
+mod layout_tests {
+    use super::parse_layout;
+
+    #[test]
+    fn layouts_keep_their_order() {
+        assert_eq!(
+            parse_layout("# socket 0 first\n0 2\n4-5, 1\n").unwrap(),
+            vec![0, 2, 4, 5, 1]
+        );
+        assert!(parse_layout("0 0").unwrap_err().contains("twice"));
+        assert!(parse_layout("0 x").unwrap_err().contains("`x`"));
+        assert!(parse_layout("# nothing\n").is_err());
+        assert!(parse_layout("7-3").is_err());
+    }
+}

@@ -253,6 +253,24 @@ pub enum EventKind {
     Alloc,
     /// The rest of the preceding `Alloc`'s address: `obj` bits 0..31, `aux` bits 32..39.
     AllocAddress,
+    /// A sample of the stream's thread (`contend record`'s sampler): on-CPU time since its
+    /// previous sample, in ns (`obj` bits 0..31, `aux` bits 32..39); `site` the CPU it last ran
+    /// on (not a call site). See [`crate::sched`].
+    CpuSample,
+    /// Run-queue wait since the previous sample, in ns (`obj`, `aux` as for `CpuSample`); `site`
+    /// the involuntary context switches since then (saturated at 0xFFFE). Same time as its
+    /// `CpuSample`.
+    WaitSample,
+    /// Voluntary context switches since the previous sample (`obj`); `aux` the state letter
+    /// (`R`, `S`, `D`, ...) at the sample. Same time as its `CpuSample`.
+    SwitchSample,
+    /// The system's runnable tasks at a sample (system stream): `obj` running or runnable,
+    /// `site` blocked in uninterruptible sleep (saturated at 0xFFFE).
+    RunnableSample,
+    /// The stream's thread changed scheduler state (sched tracepoints): `aux` the new state
+    /// ([`crate::sched::State`]), `site` the CPU (when running, else 0xFFFF), `obj` the waking
+    /// thread for a wake-up, else 0.
+    SchedState,
     Unknown(u8),
 }
 
@@ -271,6 +289,11 @@ impl EventKind {
     pub const FORK: u8 = 12;
     pub const ALLOC: u8 = 13;
     pub const ALLOC_ADDRESS: u8 = 14;
+    pub const CPU_SAMPLE: u8 = 15;
+    pub const WAIT_SAMPLE: u8 = 16;
+    pub const SWITCH_SAMPLE: u8 = 17;
+    pub const RUNNABLE_SAMPLE: u8 = 18;
+    pub const SCHED_STATE: u8 = 19;
 
     #[inline]
     pub fn from_u8(v: u8) -> EventKind {
@@ -289,6 +312,11 @@ impl EventKind {
             Self::FORK => EventKind::Fork,
             Self::ALLOC => EventKind::Alloc,
             Self::ALLOC_ADDRESS => EventKind::AllocAddress,
+            Self::CPU_SAMPLE => EventKind::CpuSample,
+            Self::WAIT_SAMPLE => EventKind::WaitSample,
+            Self::SWITCH_SAMPLE => EventKind::SwitchSample,
+            Self::RUNNABLE_SAMPLE => EventKind::RunnableSample,
+            Self::SCHED_STATE => EventKind::SchedState,
             other => EventKind::Unknown(other),
         }
     }
@@ -310,6 +338,11 @@ impl EventKind {
             EventKind::Fork => Self::FORK,
             EventKind::Alloc => Self::ALLOC,
             EventKind::AllocAddress => Self::ALLOC_ADDRESS,
+            EventKind::CpuSample => Self::CPU_SAMPLE,
+            EventKind::WaitSample => Self::WAIT_SAMPLE,
+            EventKind::SwitchSample => Self::SWITCH_SAMPLE,
+            EventKind::RunnableSample => Self::RUNNABLE_SAMPLE,
+            EventKind::SchedState => Self::SCHED_STATE,
             EventKind::Unknown(v) => v,
         }
     }
@@ -330,9 +363,28 @@ impl EventKind {
             EventKind::Fork => "fork",
             EventKind::Alloc => "alloc",
             EventKind::AllocAddress => "alloc-address",
+            EventKind::CpuSample => "cpu-sample",
+            EventKind::WaitSample => "wait-sample",
+            EventKind::SwitchSample => "switch-sample",
+            EventKind::RunnableSample => "runnable-sample",
+            EventKind::SchedState => "sched-state",
             EventKind::Unknown(v) => return format!("unknown kind {v}"),
         }
         .to_string()
+    }
+
+    /// Kinds whose `site` is a call-site index (else it carries data, e.g. a CPU number).
+    /// Unknown kinds are not checked, so a newer writer's kinds still open.
+    pub fn site_is_call_site(self) -> bool {
+        !matches!(
+            self,
+            EventKind::CpuSample
+                | EventKind::WaitSample
+                | EventKind::SwitchSample
+                | EventKind::RunnableSample
+                | EventKind::SchedState
+                | EventKind::Unknown(_)
+        )
     }
 
     /// Kinds whose `obj` is an object-table id.

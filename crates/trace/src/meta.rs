@@ -50,6 +50,94 @@ pub struct Meta {
     /// (absent: all were).
     #[serde(default)]
     pub lock_sample_every: Option<u32>,
+    /// Service-time sampling (`contend record`'s sampler), when it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampling: Option<Sampling>,
+    /// The program's total work: CPU time and, where the machine has them, hardware counters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work: Option<Work>,
+    /// The CPUs the program was confined to, in the order they were given out (absent: not
+    /// pinned).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<Vec<u32>>,
+    /// How the recording ended, in words ("exited with status 0", "killed by signal 9
+    /// (SIGKILL)", "could not start: ...", "attached; stopped by Ctrl-C").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+    /// The run recorded a process that was already running (`record -p`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub attached: bool,
+}
+
+/// How threads were sampled.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct Sampling {
+    /// The interval asked for, ns.
+    pub interval_ns: u64,
+    /// Where on-CPU and run-queue times come from: `"schedstat"` (ns) or `"stat"` (ticks).
+    pub source: String,
+    /// Sampling rounds taken, and how many came more than an interval late.
+    pub rounds: u64,
+    #[serde(default)]
+    pub late_rounds: u64,
+    /// CPU time the sampler itself used, ns, over `wall_ns` of sampling.
+    #[serde(default)]
+    pub sampler_cpu_ns: u64,
+    #[serde(default)]
+    pub wall_ns: u64,
+    /// Exact state intervals from the sched tracepoints were recorded too.
+    #[serde(default)]
+    pub sched_tracepoints: bool,
+    /// With sched tracepoints: what their reader saw.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sched_trace: Option<SchedTrace>,
+}
+
+/// What the sched-tracepoint reader saw while recording.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct SchedTrace {
+    /// State changes written into the target's thread streams.
+    pub state_changes: u64,
+    /// Records the kernel lost (rings full).
+    pub lost: u64,
+    /// Records the reader could not parse.
+    pub unparsed: u64,
+    /// Breaks in a CPU's chain of switches (at least one switch not delivered): a thread's
+    /// state between two recorded changes may then be wrong.
+    pub switch_gaps: u64,
+    /// CPUs whose switches out of idle this kernel does not deliver.
+    #[serde(default)]
+    pub idle_exits_untraced: Vec<u32>,
+    /// Threads that ended before the sampler saw them (their changes not kept).
+    #[serde(default)]
+    pub unsampled_threads: u64,
+    /// How the kernel's `prev_state` was decoded, and the reader's other notes.
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+/// The program's work, for the scaling model's C(n).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct Work {
+    /// User plus system CPU time of the program and its reaped children, ns (`wait4`).
+    #[serde(default)]
+    pub cpu_ns: Option<u64>,
+    /// Hardware and software counter totals, when opened.
+    #[serde(default)]
+    pub counters: Vec<CounterTotal>,
+}
+
+/// One counter's total over the run.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CounterTotal {
+    /// `cycles`, `instructions`, `llc-references`, `llc-misses`, `memory-stalls`, `task-clock`, ...
+    pub counter: String,
+    /// The event as the kernel was asked for it.
+    pub event: String,
+    /// Scaled for multiplexing (raw × enabled / running).
+    pub value: u64,
+    pub enabled_ns: u64,
+    pub running_ns: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -180,6 +268,11 @@ impl Meta {
             exit_status: None,
             monotonic_span: None,
             lock_sample_every: None,
+            sampling: None,
+            work: None,
+            cpus: None,
+            outcome: None,
+            attached: false,
         }
     }
 

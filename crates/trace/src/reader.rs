@@ -345,7 +345,10 @@ impl<'a> Stream<'a> {
             let off = at + i * RECORD_LEN;
             let r = decode_at(self.bytes, off);
             let event = self.events;
-            if r.site != NO_SITE && self.site_address(r.site).is_none() {
+            if r.site != NO_SITE
+                && r.kind.site_is_call_site()
+                && self.site_address(r.site).is_none()
+            {
                 return Err(ReadError::at(
                     off + 10,
                     Problem::UndefinedSite {

@@ -224,6 +224,96 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         );
     }
 
+    section(
+        5,
+        "Who is active, and for how long",
+        &format!(
+            "`contend record` samples every thread's service time, run-queue wait and context\n\
+             switches (schedstat, every 10 ms) and counts the program's work. On `{}`: {}.",
+            examples::INDEPENDENT.name,
+            examples::INDEPENDENT.about
+        ),
+    );
+    let independent = examples::build(&examples::INDEPENDENT, dir.path())?;
+    let serialised = examples::build(&examples::SERIALISED, dir.path())?;
+    let run_dir = dir.path().join("independent.data");
+    let run_dir_s = run_dir.to_string_lossy().into_owned();
+    let independent_s = independent.to_string_lossy().into_owned();
+    let serialised_s = serialised.to_string_lossy().into_owned();
+    let timeline = dir.path().join("independent-threads.svg");
+    contend(&["record", "-o", &run_dir_s, "--", &independent_s, "-t", "2"])?;
+    contend(&[
+        "report",
+        &run_dir_s,
+        "--timeline",
+        &timeline.to_string_lossy(),
+    ])?;
+
+    section(
+        6,
+        "Where did the speed-up go? (Tudor & Teo)",
+        &format!(
+            "`contend scale` runs a program on one core and on as many cores as threads, repeated,\n\
+             and splits the speed-up it lost into memory/hardware contention (its work grew) and\n\
+             dependencies (its threads were idle). First `{}`; then `{}`: {},\n\
+             with --locks so that contend can say how much of the idleness the lock explains.",
+            examples::INDEPENDENT.name,
+            examples::SERIALISED.name,
+            examples::SERIALISED.about
+        ),
+    );
+    let scale_a = dir.path().join("independent.scale");
+    let scale_b = dir.path().join("serialised.scale");
+    let (scale_a_s, scale_b_s) = (
+        scale_a.to_string_lossy().into_owned(),
+        scale_b.to_string_lossy().into_owned(),
+    );
+    contend(&[
+        "scale",
+        "--threads",
+        "2",
+        "--repeat",
+        "3",
+        "-o",
+        &scale_a_s,
+        "--",
+        &independent_s,
+        "-t",
+        "{threads}",
+    ])?;
+    contend(&[
+        "scale",
+        "--threads",
+        "2",
+        "--repeat",
+        "3",
+        "--locks",
+        "-o",
+        &scale_b_s,
+        "--",
+        &serialised_s,
+        "-t",
+        "{threads}",
+    ])?;
+
+    section(
+        7,
+        "Comparing runs",
+        "`contend diff` puts runs or reports side by side, metric by metric, with the change\n\
+         against the first; `--fail-if` turns it into a CI gate.",
+    );
+    contend(&[
+        "diff",
+        &scale_a_s,
+        &scale_b_s,
+        "--metric",
+        "*models*active_threads",
+        "--metric",
+        "*models*loss_threads",
+        "--metric",
+        "*models*speedup",
+    ])?;
+
     if args.keep {
         let kept = dir.keep();
         println!("build directory kept: {}", kept.display());

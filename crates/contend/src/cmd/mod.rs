@@ -1,7 +1,9 @@
 //! One module per command: parse options, call the libraries, render.
 
 pub mod demo;
+pub mod diff;
 pub mod record;
 pub mod report;
+pub mod scale;
 pub mod topo;
 pub mod where_;

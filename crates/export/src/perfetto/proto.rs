@@ -68,6 +68,19 @@ pub struct TrackDescriptor {
     /// `optional uint64 parent_uuid = 5;`
     #[prost(uint64, optional, tag = "5")]
     pub parent_uuid: Option<u64>,
+    /// `optional CounterDescriptor counter = 8;` (present: the track is a counter track)
+    #[prost(message, optional, tag = "8")]
+    pub counter: Option<CounterDescriptor>,
+}
+
+/// `track_event/counter_descriptor.proto` `CounterDescriptor`: an empty message makes a
+/// counter track whose values come in `TrackEvent`s of [`TYPE_COUNTER`].
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct CounterDescriptor {
+    /// `optional string unit_name = 6;` (free text, e.g. "%"; the typed `Unit unit = 3`
+    /// only knows ns, counts and bytes)
+    #[prost(string, optional, tag = "6")]
+    pub unit_name: Option<String>,
 }
 
 /// `track_event/process_descriptor.proto` `ProcessDescriptor`.
@@ -99,6 +112,8 @@ pub struct ThreadDescriptor {
 pub const TYPE_SLICE_BEGIN: i32 = 1;
 /// `track_event/track_event.proto` `TrackEvent.Type.TYPE_SLICE_END`.
 pub const TYPE_SLICE_END: i32 = 2;
+/// `track_event/track_event.proto` `TrackEvent.Type.TYPE_COUNTER`.
+pub const TYPE_COUNTER: i32 = 4;
 
 /// `track_event/track_event.proto` `TrackEvent`.
 #[derive(Clone, PartialEq, prost::Message)]
@@ -124,6 +139,13 @@ pub struct TrackEvent {
     /// `string name = 23;` (in oneof name_field)
     #[prost(string, optional, tag = "23")]
     pub name: Option<String>,
+    /// `int64 counter_value = 30;` (in oneof counter_value_field; for [`TYPE_COUNTER`]).
+    /// Not written (the writer sends doubles); decoded in tests to check it stays unset.
+    #[prost(int64, optional, tag = "30")]
+    pub counter_value: Option<i64>,
+    /// `double double_counter_value = 44;` (in oneof counter_value_field)
+    #[prost(double, optional, tag = "44")]
+    pub double_counter_value: Option<f64>,
     /// `repeated fixed64 flow_ids = 47;`
     #[prost(fixed64, repeated, packed = "false", tag = "47")]
     pub flow_ids: Vec<u64>,

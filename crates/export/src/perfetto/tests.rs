@@ -23,7 +23,9 @@ fn one_thread(slices: Vec<Slice>) -> Timeline {
                 tid: 11,
                 name: "worker".into(),
                 slices,
+                ..Default::default()
             }],
+            ..Default::default()
         }],
         flows: vec![],
     }
@@ -87,6 +89,10 @@ fn replay(trace: &Trace) -> Vec<Decoded> {
             Some(proto::TYPE_SLICE_END) => {
                 let (name, start) = stack.pop().expect("END matches an open slice");
                 out.push((e.track_uuid.unwrap(), name, start, ts, stack.len()));
+            }
+            Some(proto::TYPE_COUNTER) => {
+                assert!(e.double_counter_value.is_some() && e.counter_value.is_none());
+                assert!(e.name.is_none() && e.name_iid.is_none());
             }
             t => panic!("unexpected type {t:?}"),
         }
@@ -352,7 +358,7 @@ fn odd_but_valid_input_is_written() {
     t.processes.push(ProcessTrack {
         pid: 0,
         name: "no threads".into(),
-        threads: vec![],
+        ..Default::default()
     });
     let (bytes, w) = encode(&t, &Options::default());
     assert_eq!(w.slices, 1);
@@ -374,4 +380,143 @@ fn io_errors_are_returned() {
     }
     let t = one_thread(vec![slice(1, 0, 1, "a")]);
     assert!(matches!(write(&t, Failing), Err(ExportError::Io(_))));
+}
+
+fn counter(name: &str, unit: &str, points: Vec<(u64, f64)>) -> Counter {
+    Counter {
+        name: name.into(),
+        unit: unit.into(),
+        points,
+    }
+}
+
+/// Counter tracks: (uuid, parent uuid, name, unit name).
+fn counter_tracks(trace: &Trace) -> Vec<(u64, u64, String, Option<String>)> {
+    trace
+        .packet
+        .iter()
+        .filter_map(|p| p.track_descriptor.as_ref())
+        .filter_map(|d| {
+            let c = d.counter.as_ref()?;
+            Some((
+                d.uuid.unwrap(),
+                d.parent_uuid.expect("counters have a parent"),
+                d.name.clone().unwrap_or_default(),
+                c.unit_name.clone(),
+            ))
+        })
+        .collect()
+}
+
+/// Counter values per track uuid, in packet order.
+fn counter_values(trace: &Trace) -> HashMap<u64, Vec<(u64, f64)>> {
+    let mut out: HashMap<u64, Vec<(u64, f64)>> = HashMap::new();
+    for p in &trace.packet {
+        let Some(e) = &p.track_event else { continue };
+        if e.r#type == Some(proto::TYPE_COUNTER) {
+            out.entry(e.track_uuid.unwrap())
+                .or_default()
+                .push((p.timestamp.unwrap(), e.double_counter_value.unwrap()));
+        }
+    }
+    out
+}
+
+#[test]
+fn counters_get_tracks_under_their_thread_or_process_and_sorted_points() {
+    let mut t = one_thread(vec![slice(1, 10, 20, "a")]);
+    t.processes[0].counters = vec![counter("active threads", "threads", vec![(0, 1.0)])];
+    t.processes[0].threads[0].counters = vec![
+        counter(
+            "on CPU (%)",
+            "%",
+            vec![(30, 0.0), (10, 50.0), (20, 25.5), (20, 26.0)],
+        ),
+        counter("no unit", "", vec![]),
+    ];
+    let (bytes, w) = encode(&t, &Options::default());
+    assert_eq!((w.counters, w.counter_points, w.slices), (3, 5, 1));
+    let trace = decode(&bytes);
+    let descriptors: Vec<&TrackDescriptor> = trace
+        .packet
+        .iter()
+        .filter_map(|p| p.track_descriptor.as_ref())
+        .collect();
+    assert_eq!(
+        descriptors.len(),
+        5,
+        "all tracks are described before any event"
+    );
+    assert!(trace.packet[..5]
+        .iter()
+        .all(|p| p.track_descriptor.is_some()));
+    let (process_uuid, thread_uuid) = (descriptors[0].uuid.unwrap(), descriptors[2].uuid.unwrap());
+    assert!(descriptors[2].thread.is_some());
+    let tracks = counter_tracks(&trace);
+    assert_eq!(
+        tracks
+            .iter()
+            .map(|(_, parent, name, unit)| (*parent, name.as_str(), unit.as_deref()))
+            .collect::<Vec<_>>(),
+        [
+            (process_uuid, "active threads", Some("threads")),
+            (thread_uuid, "on CPU (%)", Some("%")),
+            (thread_uuid, "no unit", None),
+        ]
+    );
+    let values = counter_values(&trace);
+    assert_eq!(values[&tracks[0].0], [(0, 1.0)]);
+    // In time order; the two points at 20 in their given order.
+    assert_eq!(
+        values[&tracks[1].0],
+        [(10, 50.0), (20, 25.5), (20, 26.0), (30, 0.0)]
+    );
+    assert!(!values.contains_key(&tracks[2].0));
+    // The slice is unaffected, and the whole stream stays in time order.
+    let got = replay(&trace);
+    assert_eq!(got, [(thread_uuid, "a".to_string(), 10, 30, 0)]);
+}
+
+#[test]
+fn counters_are_the_same_with_and_without_interning() {
+    let mut t = one_thread(vec![slice(1, 10, 20, "a")]);
+    t.processes[0].threads[0].counters = vec![counter("c", "%", vec![(5, 1.0), (15, 2.0)])];
+    let plain = Options {
+        intern_strings: false,
+        ..Options::default()
+    };
+    let a = decode(&encode(&t, &Options::default()).0);
+    let b = decode(&encode(&t, &plain).0);
+    assert_eq!(counter_tracks(&a), counter_tracks(&b));
+    assert_eq!(counter_values(&a), counter_values(&b));
+    assert!(a
+        .packet
+        .iter()
+        .filter(|p| p.track_event.as_ref().and_then(|e| e.r#type) == Some(proto::TYPE_COUNTER))
+        .all(|p| p.interned_data.is_none()));
+}
+
+#[test]
+fn unrepresentable_counter_points_are_errors() {
+    for (ts, v) in [
+        (i64::MAX as u64 + 1, 1.0),
+        (0, f64::NAN),
+        (0, f64::INFINITY),
+        (0, f64::NEG_INFINITY),
+    ] {
+        let mut t = one_thread(vec![]);
+        t.processes[0].threads[0].counters = vec![counter("c", "", vec![(ts, v)])];
+        let e = write(&t, Vec::new()).unwrap_err();
+        assert!(e.to_string().contains("tid 11"), "{e}");
+        let mut p = one_thread(vec![]);
+        p.processes[0].counters = vec![counter("c", "", vec![(ts, v)])];
+        assert!(write(&p, Vec::new()).is_err());
+    }
+    let mut ok = one_thread(vec![]);
+    ok.processes[0].threads[0].counters = vec![counter(
+        "c",
+        "",
+        vec![(i64::MAX as u64, -0.0), (0, f64::MAX)],
+    )];
+    assert!(write(&ok, Vec::new()).is_ok());
 }

@@ -1,0 +1,192 @@
+//! `contend diff A B [C ...]`: runs or saved reports compared metric by metric, with the %
+//! change of each against the first (thesis §3.2.3), and `--fail-if` bounds for CI. The
+//! flattening, the model and every output format are `report::diff`; this reads the inputs.
+
+use crate::exit::bad_input;
+use report::diff::{check, Bound, Diff, Finding};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// What to compare, the first being the baseline: run directories (as `contend report`
+    /// reads them; one made by `contend scale` is read from its scale.json), or JSON saved from
+    /// `contend report --json` (`-` for stdin).
+    #[arg(value_name = "RUN_OR_JSON", num_args = 2.., required = true)]
+    inputs: Vec<PathBuf>,
+    /// Show only metrics whose path matches this glob (`*` any characters, `?` one), e.g.
+    /// `locks.*wait*`; repeatable. Default: every metric.
+    #[arg(long = "metric", value_name = "GLOB")]
+    metrics: Vec<String>,
+    /// Output format.
+    #[arg(long, value_enum, value_name = "FORMAT", default_value = "table")]
+    format: Format,
+    /// Print JSON (the same as `--format json`).
+    #[arg(long, conflicts_with_all = ["format", "csv"])]
+    json: bool,
+    /// Print CSV (the same as `--format csv`).
+    #[arg(long, conflicts_with = "format")]
+    csv: bool,
+    /// Exit 1 when a later input's change against the first crosses this bound:
+    /// `METRIC>+5%`, `METRIC<-5%` (relative), `METRIC>+10` (absolute, in the metric's own unit,
+    /// e.g. ns for `*_ns`); METRIC may be a glob, and any match crossing fires. Checked on
+    /// every metric, whatever `--metric` shows. Repeatable.
+    #[arg(long = "fail-if", value_name = "BOUND", allow_hyphen_values = true)]
+    fail_if: Vec<String>,
+    /// Also fail when a `--fail-if` metric has no value on one side (else that is a note).
+    #[arg(long)]
+    fail_if_missing: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Format {
+    Table,
+    Markdown,
+    Latex,
+    Csv,
+    Json,
+}
+
+const EXPECTED: &str = "expected a run directory (with meta.json, or scale.json from `contend scale`) or a JSON report saved from `contend report --json`";
+
+/// JSON files larger than this are refused rather than read into memory.
+const MAX_JSON_BYTES: u64 = 1 << 30;
+
+fn parse_json(text: &[u8], shown: &str) -> anyhow::Result<serde_json::Value> {
+    let v: serde_json::Value = serde_json::from_slice(text)
+        .map_err(|e| bad_input(format!("{shown}: not a JSON report ({e}); {EXPECTED}")))?;
+    if !v.is_object() {
+        return Err(bad_input(format!(
+            "{shown}: not a JSON report (its top level is not an object); {EXPECTED}"
+        )));
+    }
+    Ok(v)
+}
+
+fn read_json_file(path: &Path) -> anyhow::Result<serde_json::Value> {
+    let shown = path.display().to_string();
+    let mut text = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_JSON_BYTES + 1).read_to_end(&mut text))
+        .map_err(|e| bad_input(format!("{shown}: cannot read: {e}")))?;
+    if text.len() as u64 > MAX_JSON_BYTES {
+        return Err(bad_input(format!(
+            "{shown}: larger than {} GiB; not a JSON report",
+            MAX_JSON_BYTES >> 30
+        )));
+    }
+    parse_json(&text, &shown)
+}
+
+/// The JSON an input stands for: a run directory's report, a `contend scale` directory's
+/// scale.json, or a saved JSON file.
+fn load(path: &Path) -> anyhow::Result<serde_json::Value> {
+    let shown = path.display().to_string();
+    if path.as_os_str() == "-" {
+        let mut text = Vec::new();
+        std::io::stdin()
+            .take(MAX_JSON_BYTES + 1)
+            .read_to_end(&mut text)
+            .map_err(|e| bad_input(format!("stdin: cannot read: {e}")))?;
+        return parse_json(&text, "stdin");
+    }
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(bad_input(format!(
+                "{shown}: no such file or directory; {EXPECTED}"
+            )));
+        }
+        Err(e) => return Err(bad_input(format!("{shown}: {e}; {EXPECTED}"))),
+    };
+    if meta.is_dir() {
+        if path.join(trace::rundir::META_FILE).exists() {
+            crate::cmd::report::json_of_run(path)
+        } else if path.join("scale.json").is_file() {
+            read_json_file(&path.join("scale.json"))
+        } else {
+            Err(bad_input(format!(
+                "{shown}: a directory without meta.json or scale.json; {EXPECTED}"
+            )))
+        }
+    } else if meta.is_file() {
+        read_json_file(path)
+    } else {
+        Err(bad_input(format!(
+            "{shown}: not a regular file or directory; {EXPECTED}"
+        )))
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    // Bounds first: a malformed one is a usage error before any work.
+    let bounds = args
+        .fail_if
+        .iter()
+        .map(|b| Bound::parse(b).map_err(bad_input))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    if args.inputs.iter().filter(|p| p.as_os_str() == "-").count() > 1 {
+        return Err(bad_input("only one input can be `-` (stdin)"));
+    }
+    let mut inputs = Vec::with_capacity(args.inputs.len());
+    for path in &args.inputs {
+        let v = load(path)?;
+        let label = if path.as_os_str() == "-" {
+            "stdin".to_string()
+        } else {
+            path.display().to_string()
+        };
+        inputs.push((label, report::diff::flatten(&v)));
+    }
+    let all = Diff::new(inputs);
+    let mut shown = all.clone();
+    let unmatched = shown.select(&args.metrics);
+    if !args.metrics.is_empty() && unmatched.len() == args.metrics.len() {
+        return Err(bad_input(format!(
+            "no metric matches --metric {} (metrics are paths like locks.summary.wait_ns; run without --metric to list them)",
+            unmatched.join(", --metric ")
+        )));
+    }
+    for g in &unmatched {
+        eprintln!("contend: note: --metric {g} matches no metric");
+    }
+
+    let format = if args.json {
+        Format::Json
+    } else if args.csv {
+        Format::Csv
+    } else {
+        args.format
+    };
+    match format {
+        Format::Table => print!("{}", report::diff::render_table(&shown)),
+        Format::Markdown => print!("{}", report::diff::render_markdown(&shown)),
+        Format::Latex => print!("{}", report::diff::render_latex(&shown)),
+        Format::Csv => print!("{}", report::diff::render_csv(&shown)),
+        Format::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&report::diff::to_json(&shown))?
+        ),
+    }
+
+    // Bounds apply to every metric, whatever --metric shows.
+    let mut crossed = 0;
+    for f in check(&all, &bounds) {
+        let line = f.describe(&all, &bounds);
+        match f {
+            Finding::Crossed { .. } => {
+                crossed += 1;
+                eprintln!("contend: bound crossed: {line}");
+            }
+            _ if args.fail_if_missing => {
+                crossed += 1;
+                eprintln!("contend: bound crossed: {line} (--fail-if-missing)");
+            }
+            _ => eprintln!("contend: note: {line} (--fail-if-missing to fail on it)"),
+        }
+    }
+    if crossed > 0 {
+        anyhow::bail!("{crossed} --fail-if bound(s) crossed");
+    }
+    Ok(())
+}

@@ -1,0 +1,644 @@
+//! `contend scale --threads M -- CMD ... {threads} ...`: runs a program with M threads on one
+//! core, on M cores (and on one socket's cores on NUMA machines), repeated, each run recorded
+//! into one directory; then the Tudor & Teo model of where the speed-up went (memory/hardware
+//! contention vs other dependencies), as the thesis's General Metrics Gathering tool did.
+
+use super::record::counters_wanted;
+use crate::exit::bad_input;
+use analysis::activity::{self, Configuration, ScalingModel, WorkPoint, WorkUnit};
+use analysis::stats::Spread;
+use indicatif::{ProgressBar, ProgressStyle};
+use observe::launch::{self, Plan};
+use observe::sampler::SamplerOptions;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use trace::meta::Meta;
+use trace::RunDir;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Thread counts: one (`4`) or a sweep (`1,2,4,8`). `{threads}` in CMD is replaced by
+    /// each, and OMP_NUM_THREADS is set to it.
+    #[arg(long, value_name = "M[,M...]", value_delimiter = ',', required = true)]
+    threads: Vec<u32>,
+    /// Core counts to run each thread count on (default: 1 and M, plus one socket's cores
+    /// on a NUMA machine when M exceeds them). `m` stands for the thread count.
+    #[arg(long, value_name = "N[,N...]", value_delimiter = ',')]
+    cores: Vec<String>,
+    /// Runs of each configuration; figures are medians, with their spread.
+    #[arg(long, value_name = "R", default_value_t = 5)]
+    repeat: u32,
+    /// Runs of each configuration done first and not counted (warm caches, page cache).
+    #[arg(long, value_name = "W", default_value_t = 0)]
+    warmup: u32,
+    /// The directory for every run and scale.json (numbered if it exists).
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "DIR",
+        default_value = "scale.data"
+    )]
+    output: PathBuf,
+    /// How the cores are chosen: socket-first (one thread per core, filling a package
+    /// first), spread or compact.
+    #[arg(long, value_name = "ORDER", default_value = "socket-first")]
+    fill: topology::FillOrder,
+    /// Service-time sampling interval, ms.
+    #[arg(long, value_name = "MS", default_value_t = 10.0)]
+    interval: f64,
+    /// Also record exact scheduler states from the sched tracepoints (off by default here: they
+    /// cost the kernel about 2 µs per context switch, which would weigh on the timings).
+    #[arg(long)]
+    sched_trace: bool,
+    /// Also record locks (LD_PRELOAD probe), to say how much of the dependency loss lock
+    /// waits explain (thesis table 4.11).
+    #[arg(long)]
+    locks: bool,
+    /// Print the result as JSON (scale.json) on stdout.
+    #[arg(long)]
+    json: bool,
+    /// Where to write the speed-up plot for a sweep (default: DIR/speedup.svg).
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
+    /// The program and its arguments, with `{threads}` where the thread count goes.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+/// One run of one configuration.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunResult {
+    pub threads: u32,
+    pub cores: u32,
+    pub repeat: u32,
+    /// The run directory, relative to the scale directory.
+    pub run: String,
+    pub elapsed_ns: f64,
+    pub service_ns: f64,
+    /// Σ run-queue wait over threads, ns: runnable but without a CPU.
+    pub runq_wait_ns: f64,
+    pub active_threads: f64,
+    pub active_threads_listing_3_3: Option<f64>,
+    /// Listing 3.4 from this run's samples, for as many cores as threads (m).
+    pub modelled_active_threads: Option<f64>,
+    /// Work C: cycles where the machine counts them, else user + system CPU time from wait4, ns.
+    pub work: f64,
+    pub unit: WorkUnit,
+    pub llc_misses: Option<f64>,
+    pub llc_references: Option<f64>,
+    pub lock_wait_ns: Option<f64>,
+    pub exit_status: Option<i32>,
+}
+
+/// One configuration over its repeats.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConfigurationResult {
+    pub threads: u32,
+    pub cores: u32,
+    pub cpus: Vec<u32>,
+    pub elapsed_ns: Spread,
+    pub work: Spread,
+    pub active_threads: Spread,
+    /// Threads waiting for a CPU on average (Σ run-queue wait / T).
+    pub waiting_threads: Spread,
+    /// A for m cores predicted from these runs' samples (listing 3.4), median.
+    pub modelled_active_threads: Option<f64>,
+    /// The model's input: medians.
+    pub configuration: Configuration,
+}
+
+/// A thread count's model (or why there is none).
+#[derive(Debug, Clone, Serialize)]
+pub struct ThreadCountModel {
+    pub threads: u32,
+    /// Against the one-core baseline, for each other core count.
+    pub models: Vec<ScalingModel>,
+    pub memory_queue: Option<activity::MemoryQueue>,
+    pub numa: Option<activity::NumaDelta>,
+    /// Why a model could not be made (too few configurations, ...).
+    pub missing: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ScaleResult {
+    pub command: Vec<String>,
+    pub unit: WorkUnit,
+    pub repeat: u32,
+    pub warmup: u32,
+    pub interval_ns: u64,
+    pub fill: String,
+    pub cores_per_socket: u32,
+    pub numa: bool,
+    pub runs: Vec<RunResult>,
+    pub configurations: Vec<ConfigurationResult>,
+    pub thread_counts: Vec<ThreadCountModel>,
+    pub notes: Vec<String>,
+}
+
+fn substitute(command: &[String], m: u32) -> Vec<String> {
+    command
+        .iter()
+        .map(|a| a.replace("{threads}", &m.to_string()))
+        .collect()
+}
+
+/// The core counts for thread count `m`: the user's list (`m` replaced) or 1, one socket's
+/// cores (NUMA, when m exceeds them) and m; capped at the CPUs there are.
+fn core_counts(
+    spec: &[String],
+    m: u32,
+    cores_per_socket: u32,
+    numa: bool,
+    available: u32,
+) -> Result<Vec<u32>, String> {
+    let mut out: Vec<u32> = if spec.is_empty() {
+        let mut v = vec![1, m.min(available)];
+        if numa && m > cores_per_socket && cores_per_socket > 1 {
+            v.push(cores_per_socket);
+        }
+        v
+    } else {
+        spec.iter()
+            .map(|s| {
+                let t = s.trim();
+                if t == "m" || t == "M" {
+                    Ok(m)
+                } else {
+                    t.parse::<u32>().ok().filter(|&n| n >= 1).ok_or_else(|| {
+                        format!("--cores: `{t}` is not a core count (a number ≥ 1, or m)")
+                    })
+                }
+            })
+            .collect::<Result<_, _>>()?
+    };
+    if let Some(&n) = out.iter().find(|&&n| n > available) {
+        return Err(format!(
+            "--cores: {n} cores asked for, but this machine has {available} online CPU(s)"
+        ));
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+fn spread(values: &[f64]) -> Spread {
+    Spread::of(values).unwrap_or(Spread {
+        n: 0,
+        min: f64::NAN,
+        median: f64::NAN,
+        mean: f64::NAN,
+        max: f64::NAN,
+        stdev: f64::NAN,
+    })
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.threads.is_empty() || args.threads.contains(&0) {
+        return Err(bad_input("--threads: give thread counts of 1 or more"));
+    }
+    if args.repeat == 0 {
+        return Err(bad_input("--repeat must be at least 1"));
+    }
+    if !(args.interval >= 0.1 && args.interval.is_finite()) {
+        return Err(bad_input(format!(
+            "--interval {} ms: give at least 0.1 ms",
+            args.interval
+        )));
+    }
+    let mut notes = Vec::new();
+    if !args.command.iter().any(|a| a.contains("{threads}")) {
+        let note = "the command has no {threads} placeholder: only OMP_NUM_THREADS is set to the thread count".to_string();
+        eprintln!("contend: note: {note}");
+        notes.push(note);
+    }
+    let machine = topology::Topology::live()?;
+    let order = machine.fill_order(args.fill);
+    let available = order.len() as u32;
+    let first_package = machine.cores.first().map(|c| c.package);
+    let cores_per_socket = machine
+        .cores
+        .iter()
+        .filter(|c| Some(c.package) == first_package)
+        .count() as u32;
+    let numa = machine.nodes.len() > 1;
+    let mut plan: Vec<(u32, Vec<u32>)> = Vec::new();
+    for &m in &args.threads {
+        let counts =
+            core_counts(&args.cores, m, cores_per_socket, numa, available).map_err(bad_input)?;
+        if m > available {
+            let note = format!(
+                "{m} threads but {available} CPU(s): the m-core configuration runs on {available} cores (more threads than cores)"
+            );
+            eprintln!("contend: note: {note}");
+            notes.push(note);
+        }
+        plan.push((m, counts));
+    }
+    let probe = if args.locks {
+        Some(super::record::find_probe()?)
+    } else {
+        None
+    };
+    let root = RunDir::create(&args.output).map_err(|e| anyhow::anyhow!("{e}"))?;
+    // The scale directory holds runs, not streams of its own.
+    let _ = std::fs::remove_dir(root.path().join(trace::rundir::STREAMS_DIR));
+    let total: u64 = plan
+        .iter()
+        .map(|(_, c)| c.len() as u64 * u64::from(args.repeat + args.warmup))
+        .sum();
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} runs  {msg}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    if args.json {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+    }
+    let interval = Duration::from_secs_f64(args.interval / 1000.0);
+    let mut runs = Vec::new();
+    for (m, counts) in &plan {
+        let command = substitute(&args.command, *m);
+        for &n in counts {
+            let cpus: Vec<u32> = order[..n as usize].to_vec();
+            for r in 0..(args.warmup + args.repeat) {
+                let counted = r >= args.warmup;
+                let name = if counted {
+                    format!("m{m}-n{n}-r{}", r - args.warmup + 1)
+                } else {
+                    format!("m{m}-n{n}-warmup{}", r + 1)
+                };
+                bar.set_message(format!("{m} threads on {n} core(s), {name}"));
+                let result = one_run(
+                    root.path(),
+                    &name,
+                    &command,
+                    *m,
+                    n,
+                    &cpus,
+                    interval,
+                    probe.as_deref(),
+                    args.sched_trace,
+                )?;
+                bar.inc(1);
+                if let Some(code) = result.exit_status.filter(|&c| c != 0) {
+                    bar.abandon();
+                    eprintln!(
+                        "contend: error: {} exited with status {code} in {} (its output is in {}/{name}/stderr.txt); stopping",
+                        command[0],
+                        name,
+                        root.path().display()
+                    );
+                    std::process::exit(code);
+                }
+                if counted {
+                    runs.push(result);
+                }
+            }
+        }
+    }
+    bar.finish_and_clear();
+
+    let result = model(
+        &args,
+        &plan,
+        &order,
+        runs,
+        cores_per_socket,
+        numa,
+        notes,
+        interval,
+    );
+    let json = serde_json::to_string_pretty(&result)?;
+    std::fs::write(root.path().join("scale.json"), &json)?;
+    if args.json {
+        println!("{json}");
+    } else {
+        print!("{}", report::scale::render(&result_view(&result)));
+    }
+    if args.threads.len() > 1 {
+        let path = args
+            .plot
+            .clone()
+            .unwrap_or_else(|| root.path().join("speedup.svg"));
+        std::fs::write(&path, report::scale::speedup_svg(&result_view(&result)))
+            .map_err(|e| bad_input(format!("cannot write {}: {e}", path.display())))?;
+        eprintln!("contend: wrote {}", path.display());
+    }
+    eprintln!(
+        "contend: {} runs kept in {} (scale.json; `contend report {}/RUN` for one run)",
+        result.runs.len(),
+        root.path().display(),
+        root.path().display()
+    );
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn one_run(
+    root: &Path,
+    name: &str,
+    command: &[String],
+    m: u32,
+    n: u32,
+    cpus: &[u32],
+    interval: Duration,
+    probe: Option<&Path>,
+    sched_trace: bool,
+) -> anyhow::Result<RunResult> {
+    let run = RunDir::create(&root.join(name)).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut meta = Meta::new(command.to_vec());
+    meta.recorded_by = std::env::args().collect();
+    meta.cpus = Some(cpus.to_vec());
+    meta.captured.push("schedstat".into());
+    if probe.is_some() {
+        meta.captured.push("locks".into());
+    }
+    run.write_meta(&meta).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let outcome = launch::run(Plan {
+        command,
+        run: &run,
+        locks: probe.map(|p| launch::LockOptions {
+            probe: p.to_path_buf(),
+            ring_kib: 4096,
+            sample_every: 1,
+            alloc_sites: false,
+        }),
+        poll: Duration::from_millis(1),
+        sampling: Some(SamplerOptions {
+            interval,
+            attached: false,
+            follow_children: true,
+            sched_trace,
+        }),
+        cpus: Some(cpus.to_vec()),
+        capture_output: true,
+        env: vec![("OMP_NUM_THREADS".into(), m.to_string())],
+        counters: counters_wanted(),
+    })
+    .map_err(|e| match e {
+        launch::LaunchError::Spawn { .. } => bad_input(e.to_string()),
+        other => anyhow::Error::new(other),
+    })?;
+    super::record::fill_meta(&mut meta, &outcome, Some(interval), false);
+    meta.streams = outcome.streams;
+    run.write_meta(&meta).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let counted = |name: &str| {
+        outcome
+            .counters
+            .iter()
+            .find(|r| r.counter.name() == name)
+            .and_then(|r| r.estimate())
+            .map(|v| v as f64)
+    };
+    let cycles = counted("cycles");
+    let report = super::report::json_of_run(run.path())?;
+    let num = |v: &serde_json::Value| v.as_f64();
+    let activity = &report["activity"];
+    let elapsed = outcome.monotonic_span[1].saturating_sub(outcome.monotonic_span[0]) as f64;
+    Ok(RunResult {
+        threads: m,
+        cores: n,
+        repeat: 0,
+        run: run
+            .path()
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        elapsed_ns: elapsed,
+        service_ns: num(&activity["service_ns"]).unwrap_or(0.0),
+        runq_wait_ns: num(&activity["runq_wait_ns"]).unwrap_or(0.0),
+        active_threads: num(&activity["active_threads"]).unwrap_or(0.0),
+        active_threads_listing_3_3: num(&activity["active_threads_listing_3_3"]),
+        modelled_active_threads: activity["modelled_active_threads"]
+            .as_array()
+            .and_then(|list| {
+                list.iter()
+                    .find(|e| e["cores"].as_u64() == Some(u64::from(m)))
+                    .and_then(|e| e["active_threads"].as_f64())
+            }),
+        work: cycles.unwrap_or(outcome.cpu_ns.unwrap_or(0) as f64),
+        unit: if cycles.is_some() {
+            WorkUnit::Cycles
+        } else {
+            WorkUnit::OnCpuNs
+        },
+        llc_misses: counted("llc-misses"),
+        llc_references: counted("llc-references"),
+        lock_wait_ns: num(&report["locks"]["summary"]["wait_ns"]),
+        exit_status: meta.exit_status,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn model(
+    args: &Args,
+    plan: &[(u32, Vec<u32>)],
+    order: &[u32],
+    runs: Vec<RunResult>,
+    cores_per_socket: u32,
+    numa: bool,
+    notes: Vec<String>,
+    interval: Duration,
+) -> ScaleResult {
+    let mut configurations = Vec::new();
+    let mut thread_counts = Vec::new();
+    for (m, counts) in plan {
+        let mut configs: Vec<Configuration> = Vec::new();
+        for &n in counts {
+            let these: Vec<&RunResult> = runs
+                .iter()
+                .filter(|r| r.threads == *m && r.cores == n)
+                .collect();
+            let pick =
+                |f: fn(&RunResult) -> f64| -> Vec<f64> { these.iter().map(|r| f(r)).collect() };
+            let elapsed = spread(&pick(|r| r.elapsed_ns));
+            let work = spread(&pick(|r| r.work));
+            let active = spread(&pick(|r| r.active_threads));
+            let waiting = spread(&pick(|r| r.runq_wait_ns / r.elapsed_ns.max(1.0)));
+            let service = spread(&pick(|r| r.service_ns));
+            let lock_waits: Vec<f64> = these.iter().filter_map(|r| r.lock_wait_ns).collect();
+            // Cycles only if every run of the configuration counted them.
+            let unit = if these.iter().all(|r| r.unit == WorkUnit::Cycles) && !these.is_empty() {
+                WorkUnit::Cycles
+            } else {
+                WorkUnit::OnCpuNs
+            };
+            let optional = |f: fn(&RunResult) -> Option<f64>| {
+                let v: Vec<f64> = these.iter().filter_map(|r| f(r)).collect();
+                (v.len() == these.len())
+                    .then(|| Spread::of(&v).map(|s| s.median))
+                    .flatten()
+            };
+            let configuration = Configuration {
+                threads: *m,
+                cores: n,
+                elapsed_ns: elapsed.median,
+                service_ns: service.median,
+                active_threads: active.median,
+                work: work.median,
+                unit,
+                llc_misses: optional(|r| r.llc_misses),
+                llc_references: optional(|r| r.llc_references),
+                lock_wait_ns: Spread::of(&lock_waits).map(|s| s.median),
+            };
+            configs.push(configuration.clone());
+            configurations.push(ConfigurationResult {
+                threads: *m,
+                cores: n,
+                cpus: order[..n as usize].to_vec(),
+                elapsed_ns: elapsed,
+                work,
+                active_threads: active,
+                waiting_threads: waiting,
+                modelled_active_threads: Spread::of(
+                    &these
+                        .iter()
+                        .filter_map(|r| r.modelled_active_threads)
+                        .collect::<Vec<_>>(),
+                )
+                .map(|s| s.median),
+                configuration,
+            });
+        }
+        let mut missing = Vec::new();
+        let baseline = configs.iter().find(|c| c.cores == 1);
+        let mut models = Vec::new();
+        match baseline {
+            None => missing.push(format!(
+                "{m} threads: no one-core run, so no baseline U = C(1): add 1 to --cores"
+            )),
+            Some(b) => {
+                for c in configs.iter().filter(|c| c.cores != 1) {
+                    match activity::scaling_model(b, c) {
+                        Ok(model) => models.push(model),
+                        Err(e) => missing.push(format!("{m} threads on {} cores: {e}", c.cores)),
+                    }
+                }
+                if models.is_empty() && *m > 1 {
+                    missing.push(format!(
+                        "{m} threads: no run on more than one core to compare with the baseline"
+                    ));
+                }
+            }
+        }
+        let points: Vec<WorkPoint> = configs.iter().map(WorkPoint::from).collect();
+        // One thread has no contention to model.
+        let memory_queue = match activity::memory_queue(&points) {
+            Ok(q) => Some(q),
+            Err(e) => {
+                if *m > 1 {
+                    missing.push(format!("{m} threads: μ and L (eq. 3.6): {e}"));
+                }
+                None
+            }
+        };
+        let numa_delta = if numa {
+            match activity::numa_delta(&points, cores_per_socket) {
+                Ok(d) => Some(d),
+                Err(e) => {
+                    missing.push(format!("{m} threads: δ (eq. 3.7): {e}"));
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        thread_counts.push(ThreadCountModel {
+            threads: *m,
+            models,
+            memory_queue,
+            numa: numa_delta,
+            missing,
+        });
+    }
+    let unit = if !configurations.is_empty()
+        && configurations
+            .iter()
+            .all(|c| c.configuration.unit == WorkUnit::Cycles)
+    {
+        WorkUnit::Cycles
+    } else {
+        WorkUnit::OnCpuNs
+    };
+    ScaleResult {
+        command: args.command.clone(),
+        unit,
+        repeat: args.repeat,
+        warmup: args.warmup,
+        interval_ns: interval.as_nanos() as u64,
+        fill: format!("{:?}", args.fill),
+        cores_per_socket,
+        numa,
+        runs,
+        configurations,
+        thread_counts,
+        notes,
+    }
+}
+
+/// The renderer's view of a result (report::scale takes plain values, not this module's types).
+fn result_view(r: &ScaleResult) -> report::scale::ScaleView<'_> {
+    report::scale::ScaleView {
+        command: &r.command,
+        repeat: r.repeat,
+        unit: r.unit,
+        configurations: r
+            .configurations
+            .iter()
+            .map(|c| report::scale::ConfigurationRow {
+                threads: c.threads,
+                cores: c.cores,
+                cpus: &c.cpus,
+                elapsed_ns: c.elapsed_ns,
+                work: c.work,
+                active_threads: c.active_threads,
+                waiting_threads: c.waiting_threads,
+                modelled_active_threads: c.modelled_active_threads,
+            })
+            .collect(),
+        models: r
+            .thread_counts
+            .iter()
+            .flat_map(|t| t.models.iter())
+            .collect(),
+        missing: r
+            .thread_counts
+            .iter()
+            .flat_map(|t| t.missing.iter().map(String::as_str))
+            .collect(),
+        notes: r.notes.iter().map(String::as_str).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn core_counts_default_and_given() {
+        assert_eq!(core_counts(&[], 4, 8, false, 8).unwrap(), vec![1, 4]);
+        assert_eq!(core_counts(&[], 16, 8, true, 16).unwrap(), vec![1, 8, 16]);
+        // More threads than CPUs: the m-core run uses every CPU.
+        assert_eq!(core_counts(&[], 4, 2, false, 2).unwrap(), vec![1, 2]);
+        let given = ["1".to_string(), "m".to_string()];
+        assert_eq!(core_counts(&given, 2, 2, false, 2).unwrap(), vec![1, 2]);
+        assert!(core_counts(&["3".to_string()], 2, 2, false, 2)
+            .unwrap_err()
+            .contains("2 online CPU"));
+        assert!(core_counts(&["x".to_string()], 2, 2, false, 2)
+            .unwrap_err()
+            .contains("`x`"));
+    }
+
+    #[test]
+    fn the_placeholder_is_replaced_everywhere() {
+        let cmd: Vec<String> = ["./app", "-t", "{threads}", "--name=run{threads}"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(substitute(&cmd, 4), vec!["./app", "-t", "4", "--name=run4"]);
+    }
+}

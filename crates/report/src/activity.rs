@@ -1,0 +1,287 @@
+//! The activity section of `contend report`: per-thread service time, run-queue wait and
+//! blocked time, the average number of active threads (the scaling model's A), and a timeline
+//! of running and waiting threads (SVG).
+
+use crate::table::{new_table, or_na};
+use analysis::service::{Service, ThreadService};
+use serde::Serialize;
+use std::fmt::Write;
+
+/// Listing 3.4's A for one core count.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct ModelledActive {
+    pub cores: u32,
+    pub active_threads: f64,
+}
+
+/// What the activity section shows, for text and JSON alike.
+#[derive(Debug, Clone, Serialize)]
+pub struct ActivityView {
+    /// Wall time of the program (or of the attached recording), ns: T.
+    pub elapsed_ns: u64,
+    pub interval_ns: u64,
+    /// Σ service (on-CPU) time over threads, ns: τ.
+    pub service_ns: u64,
+    pub runq_wait_ns: u64,
+    pub blocked_ns: u64,
+    /// Average threads running: τ / T.
+    pub running_threads: f64,
+    /// Average active threads, running or waiting for a CPU: (τ + run-queue wait) / T. The
+    /// scaling model's A(m, n) (docs/methodology.md §5).
+    pub active_threads: f64,
+    /// A(m, n) by the thesis's listing 3.3 from the same samples (critical-path weighted).
+    pub active_threads_listing_3_3: Option<f64>,
+    /// Listing 3.4: A these samples would give on other core counts (1 up to the most
+    /// threads alive at once), as predicted from this run; from a one-core run, the
+    /// activity the program would have without CPU limits.
+    pub modelled_active_threads: Vec<ModelledActive>,
+    /// Most threads alive at once.
+    pub max_threads: u32,
+    /// User + system CPU time of the program from wait4, ns (exact; absent for -p).
+    pub cpu_ns: Option<u64>,
+    /// The sampler's own CPU use, % of one CPU.
+    pub sampler_cpu_pct: Option<f64>,
+    /// Counter totals over the program (hardware ones only where the machine has a PMU).
+    pub counters: Vec<trace::meta::CounterTotal>,
+    /// Counters asked for but not counted, with the reason.
+    pub counters_unavailable: Vec<trace::meta::Unavailable>,
+    pub threads: Vec<ThreadService>,
+    #[serde(skip)]
+    pub timeline: Vec<analysis::service::IntervalLoad>,
+}
+
+impl ActivityView {
+    pub fn new(service: Service, meta: &trace::Meta) -> ActivityView {
+        let elapsed_ns = meta
+            .monotonic_span
+            .map_or(0, |[a, b]| b.saturating_sub(a))
+            .max(1);
+        let sampling = meta.sampling.as_ref();
+        ActivityView {
+            elapsed_ns,
+            interval_ns: sampling.map_or(0, |s| s.interval_ns),
+            service_ns: service.service_ns,
+            runq_wait_ns: service.runq_wait_ns,
+            blocked_ns: service.blocked_ns,
+            running_threads: service.service_ns as f64 / elapsed_ns as f64,
+            active_threads: (service.service_ns + service.runq_wait_ns) as f64 / elapsed_ns as f64,
+            active_threads_listing_3_3: analysis::activity::measured_active_threads(
+                &service.intervals,
+            ),
+            modelled_active_threads: (1..=service.max_threads.clamp(1, 256))
+                .filter_map(|cores| {
+                    analysis::activity::modelled_active_threads(&service.intervals, cores).map(
+                        |active_threads| ModelledActive {
+                            cores,
+                            active_threads,
+                        },
+                    )
+                })
+                .collect(),
+            max_threads: service.max_threads,
+            cpu_ns: meta.work.as_ref().and_then(|w| w.cpu_ns),
+            sampler_cpu_pct: sampling
+                .filter(|s| s.wall_ns > 0)
+                .map(|s| 100.0 * s.sampler_cpu_ns as f64 / s.wall_ns as f64),
+            counters: meta
+                .work
+                .as_ref()
+                .map(|w| w.counters.clone())
+                .unwrap_or_default(),
+            counters_unavailable: meta
+                .unavailable
+                .iter()
+                .filter(|u| u.what.contains("cycles") || u.what.contains("LLC"))
+                .cloned()
+                .collect(),
+            threads: service.threads,
+            timeline: service.timeline,
+        }
+    }
+}
+
+fn ms(ns: u64) -> String {
+    format!("{:.1}", ns as f64 / 1e6)
+}
+
+/// The section as text.
+pub fn render(v: &ActivityView, top: usize) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Activity (sampled every {:.1} ms from schedstat)",
+        v.interval_ns as f64 / 1e6
+    );
+    let mut t = new_table(&["", "value"], &[1]);
+    t.add_row(vec![
+        "elapsed time T (s)".to_string(),
+        format!("{:.3}", v.elapsed_ns as f64 / 1e9),
+    ]);
+    t.add_row(vec![
+        "service time τ, all threads (s)".to_string(),
+        format!("{:.3}", v.service_ns as f64 / 1e9),
+    ]);
+    t.add_row(vec![
+        "CPU time from wait4 (s)".to_string(),
+        or_na(v.cpu_ns.map(|n| format!("{:.3}", n as f64 / 1e9))),
+    ]);
+    t.add_row(vec![
+        "run-queue wait, all threads (s)".to_string(),
+        format!("{:.3}", v.runq_wait_ns as f64 / 1e9),
+    ]);
+    t.add_row(vec![
+        "blocked, all threads (s)".to_string(),
+        format!("{:.3}", v.blocked_ns as f64 / 1e9),
+    ]);
+    t.add_row(vec![
+        "threads running on average (τ / T)".to_string(),
+        format!("{:.2}", v.running_threads),
+    ]);
+    t.add_row(vec![
+        "active threads A: running or runnable".to_string(),
+        format!("{:.2}", v.active_threads),
+    ]);
+    t.add_row(vec![
+        "active threads, listing 3.3 (critical-path weighted)".to_string(),
+        or_na(v.active_threads_listing_3_3.map(|a| format!("{a:.2}"))),
+    ]);
+    t.add_row(vec![
+        "threads, most alive at once".to_string(),
+        v.max_threads.to_string(),
+    ]);
+    t.add_row(vec![
+        "sampler's own CPU use (% of one CPU)".to_string(),
+        or_na(v.sampler_cpu_pct.map(|p| format!("{p:.2}"))),
+    ]);
+    for c in &v.counters {
+        let estimated = if c.running_ns < c.enabled_ns {
+            format!(
+                " (estimated: counted {:.0} % of the time)",
+                100.0 * c.running_ns as f64 / c.enabled_ns.max(1) as f64
+            )
+        } else {
+            String::new()
+        };
+        let value = if c.counter == "task-clock" {
+            format!("{:.3} s", c.value as f64 / 1e9)
+        } else {
+            c.value.to_string()
+        };
+        t.add_row(vec![
+            format!("counter {} ({})", c.counter, c.event),
+            format!("{value}{estimated}"),
+        ]);
+    }
+    let _ = writeln!(out, "{t}");
+    for u in &v.counters_unavailable {
+        let _ = writeln!(out, "{}: n/a ({})", u.what, u.why);
+    }
+
+    let mut threads: Vec<&ThreadService> = v.threads.iter().collect();
+    threads.sort_by(|a, b| b.service_ns.cmp(&a.service_ns).then(a.tid.cmp(&b.tid)));
+    let mut t = new_table(
+        &[
+            "tid",
+            "name",
+            "lifetime (ms)",
+            "service (ms)",
+            "run-queue wait (ms)",
+            "blocked (ms)",
+            "active (%)",
+            "switches vol/invol",
+            "CPUs",
+        ],
+        &[0, 2, 3, 4, 5, 6],
+    );
+    for th in threads.iter().take(top) {
+        t.add_row(vec![
+            th.tid.to_string(),
+            crate::table::printable(&th.name),
+            ms(th.lifetime_ns),
+            ms(th.service_ns),
+            ms(th.runq_wait_ns),
+            ms(th.blocked_ns),
+            format!("{:.1}", th.active_pct),
+            format!("{}/{}", th.voluntary_switches, th.involuntary_switches),
+            topology::CpuSet::list_in_order(&th.cpus),
+        ]);
+    }
+    let _ = writeln!(out, "{t}");
+    if threads.len() > top {
+        let _ = writeln!(
+            out,
+            "({} more threads; --top to show more)",
+            threads.len() - top
+        );
+    }
+    out
+}
+
+/// Running and waiting threads over time (SVG). A running thread's on-CPU time in schedstat
+/// advances at scheduler ticks and switches, so single intervals jitter by about a tick
+/// (10 ms samples at HZ=250 read 8 or 12 ms): the lines are centred moving averages over
+/// `SMOOTH` samples.
+pub fn timeline_svg(v: &ActivityView, title: &str) -> String {
+    const SMOOTH: usize = 3;
+    let start = v
+        .timeline
+        .first()
+        .map_or(0, |i| i.ts.saturating_sub(i.length_ns));
+    let at = |ts: u64| ts.saturating_sub(start) as f64 / 1e9;
+    let smooth = |f: &dyn Fn(&analysis::service::IntervalLoad) -> f64| -> Vec<(f64, f64)> {
+        let n = v.timeline.len();
+        (0..n)
+            .map(|k| {
+                let lo = k.saturating_sub(SMOOTH / 2);
+                let hi = (k + SMOOTH / 2 + 1).min(n);
+                let window = &v.timeline[lo..hi];
+                // Time-weighted: Σ (value × length) / Σ length.
+                let total: u64 = window.iter().map(|i| i.length_ns).sum();
+                let value = window
+                    .iter()
+                    .map(|i| f(i) * i.length_ns as f64)
+                    .sum::<f64>()
+                    / total.max(1) as f64;
+                (at(v.timeline[k].ts), value)
+            })
+            .collect()
+    };
+    let running = smooth(&|i| i.running);
+    let active = smooth(&|i| i.running + i.waiting);
+    let alive: Vec<(f64, f64)> = v
+        .timeline
+        .iter()
+        .map(|i| (at(i.ts), f64::from(i.threads)))
+        .collect();
+    crate::svg::line_chart(
+        title,
+        "time since start (s)",
+        &format!("threads (moving average of {SMOOTH} samples)"),
+        &[
+            crate::svg::Line {
+                name: "threads alive",
+                points: &alive,
+                colour: "#999999",
+                markers: false,
+                area: false,
+                dashed: true,
+            },
+            crate::svg::Line {
+                name: "active: running or waiting for a CPU",
+                points: &active,
+                colour: "#ff7f0e",
+                markers: false,
+                area: true,
+                dashed: false,
+            },
+            crate::svg::Line {
+                name: "running",
+                points: &running,
+                colour: "#1f77b4",
+                markers: false,
+                area: true,
+                dashed: false,
+            },
+        ],
+    )
+}

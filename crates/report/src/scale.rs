@@ -1,0 +1,323 @@
+//! `contend scale`'s output: the measured configurations with their spread, and the Tudor &
+//! Teo model of each thread count (thesis tables 4.5, 4.8 and 4.11), as text and as a
+//! speed-up plot (SVG).
+
+use crate::table::new_table;
+use analysis::activity::{ScalingModel, WorkUnit};
+use analysis::stats::Spread;
+use std::fmt::Write;
+
+/// One configuration's figures over its repeats.
+pub struct ConfigurationRow<'a> {
+    pub threads: u32,
+    pub cores: u32,
+    pub cpus: &'a [u32],
+    pub elapsed_ns: Spread,
+    pub work: Spread,
+    pub active_threads: Spread,
+    pub waiting_threads: Spread,
+    /// Listing 3.4: A these runs' samples predict for m cores.
+    pub modelled_active_threads: Option<f64>,
+}
+
+/// What the renderer needs of a scale result.
+pub struct ScaleView<'a> {
+    pub command: &'a [String],
+    pub repeat: u32,
+    pub unit: WorkUnit,
+    pub configurations: Vec<ConfigurationRow<'a>>,
+    pub models: Vec<&'a ScalingModel>,
+    pub missing: Vec<&'a str>,
+    pub notes: Vec<&'a str>,
+}
+
+fn s(ns: f64) -> String {
+    format!("{:.3}", ns / 1e9)
+}
+
+fn pct(v: f64) -> String {
+    format!("{v:+.1}")
+}
+
+/// A verdict in words: how the speed-up lost splits between the two causes.
+pub fn verdict(m: &ScalingModel) -> String {
+    let ideal = f64::from(m.threads.min(m.cores));
+    // Negative losses (noise, or less work on n cores) are shown, but shares are of the
+    // positive parts.
+    let (r, d) = (m.memory_loss_threads, m.dependency_loss_threads);
+    let lost = r.max(0.0) + d.max(0.0);
+    let mut text = format!(
+        "{} threads on {} cores: speed-up {:.2} measured, {:.2} predicted (A/(1+ω)), {:.0} ideal.",
+        m.threads, m.cores, m.measured_speedup, m.predicted_speedup, ideal
+    );
+    if lost > 0.05 {
+        let part = |x: f64, what: &str| {
+            if x > 0.0 {
+                format!("{x:.2} ({:.0} %) to {what}", 100.0 * x / lost)
+            } else {
+                format!("none to {what} ({x:+.2})")
+            }
+        };
+        let _ = write!(
+            text,
+            " Of the {lost:.2} threads' worth of speed-up lost: {} (ω = {:+.3}), {}.",
+            part(r, "memory/hardware contention"),
+            m.omega,
+            part(d, "waiting on other threads or resources (D = m − A)"),
+        );
+        if let Some(l) = &m.locks {
+            match l.explained_pct {
+                Some(p) => {
+                    let _ = write!(
+                        text,
+                        " Lock waits explain {p:.0} % of the waiting ({:.3} of {:.3} thread-s).",
+                        l.lock_wait_ns / 1e9,
+                        l.dependency_loss_thread_ns / 1e9
+                    );
+                }
+                None => {
+                    let _ = write!(text, " Lock waits: {:.3} thread-s.", l.lock_wait_ns / 1e9);
+                }
+            }
+        }
+    } else {
+        text.push_str(" No measurable loss.");
+    }
+    text
+}
+
+pub fn render(v: &ScaleView<'_>) -> String {
+    let mut out = String::new();
+    let unit = match v.unit {
+        WorkUnit::Cycles => "cycles",
+        WorkUnit::OnCpuNs => "on-CPU time (no hardware counters: user + system time from wait4)",
+    };
+    let _ = writeln!(
+        out,
+        "Scaling of {}\n  {} run(s) per configuration, medians shown; work C(n) = {unit}\n",
+        v.command.join(" "),
+        v.repeat
+    );
+    let mut t = new_table(
+        &[
+            "threads m",
+            "cores n",
+            "CPUs",
+            "elapsed T (s)",
+            "min–max (s)",
+            "CoV (%)",
+            "work C (s)",
+            "active threads A",
+            "of which waiting for a CPU",
+            "A modelled for m cores (3.4)",
+        ],
+        &[0, 1, 3, 5, 6, 7, 8, 9],
+    );
+    for c in &v.configurations {
+        t.add_row(vec![
+            c.threads.to_string(),
+            c.cores.to_string(),
+            topology::CpuSet::list_in_order(c.cpus),
+            s(c.elapsed_ns.median),
+            format!("{}–{}", s(c.elapsed_ns.min), s(c.elapsed_ns.max)),
+            c.elapsed_ns
+                .cov_pct()
+                .map_or("n/a".into(), |p| format!("{p:.1}")),
+            s(c.work.median),
+            format!("{:.2}", c.active_threads.median),
+            format!("{:.2}", c.waiting_threads.median),
+            c.modelled_active_threads
+                .map_or("n/a".into(), |a| format!("{a:.2}")),
+        ]);
+    }
+    let _ = writeln!(out, "{t}");
+    if !v.models.is_empty() {
+        let mut header = vec!["model (thesis eq./table)".to_string()];
+        header.extend(
+            v.models
+                .iter()
+                .map(|m| format!("m={} n={}", m.threads, m.cores)),
+        );
+        let refs: Vec<&str> = header.iter().map(String::as_str).collect();
+        let numeric: Vec<usize> = (1..refs.len()).collect();
+        let mut t = new_table(&refs, &numeric);
+        let row = |t: &mut comfy_table::Table, name: &str, f: &dyn Fn(&ScalingModel) -> String| {
+            let mut r = vec![name.to_string()];
+            r.extend(v.models.iter().map(|m| f(m)));
+            t.add_row(r);
+        };
+        row(&mut t, "speed-up measured T(1)/T(n)", &|m| {
+            format!("{:.2}", m.measured_speedup)
+        });
+        row(&mut t, "speed-up predicted S = A/(1+ω) (3.4)", &|m| {
+            format!("{:.2}", m.predicted_speedup)
+        });
+        row(&mut t, "active threads A(m,n)", &|m| {
+            format!("{:.2}", m.active_threads)
+        });
+        row(&mut t, "ω = C(n)/C(1) − 1 (3.5)", &|m| {
+            format!("{:+.3}", m.omega)
+        });
+        row(&mut t, "useful active threads P = A/(1+ω) (3.2)", &|m| {
+            format!("{:.2}", m.useful_active_threads)
+        });
+        row(&mut t, "loss to memory/hardware R = A − P (3.3)", &|m| {
+            format!("{:.2}", m.memory_loss_threads)
+        });
+        row(&mut t, "loss to dependencies D = m − A (3.8)", &|m| {
+            format!("{:.2}", m.dependency_loss_threads)
+        });
+        row(&mut t, "time lost, memory/hardware (thread-s, 4.5)", &|m| {
+            s(m.memory_loss_thread_ns)
+        });
+        row(&mut t, "time lost, dependencies (thread-s, 4.5)", &|m| {
+            s(m.dependency_loss_thread_ns)
+        });
+        row(&mut t, "service τ on 1 core (s, 4.8)", &|m| {
+            s(m.baseline_service_ns)
+        });
+        row(&mut t, "service τ on n cores (s, 4.8)", &|m| {
+            s(m.service_ns)
+        });
+        row(&mut t, "service change (%, 4.8)", &|m| {
+            pct(m.service_change_pct)
+        });
+        row(&mut t, "ideal running time (s, 4.8)", &|m| {
+            s(m.ideal_running_ns)
+        });
+        row(&mut t, "actual running time (s, 4.8)", &|m| {
+            s(m.actual_running_ns)
+        });
+        row(&mut t, "actual vs ideal (%, 4.8)", &|m| {
+            pct(m.running_change_pct)
+        });
+        row(&mut t, "lock waits (thread-s, 4.11)", &|m| {
+            m.locks
+                .as_ref()
+                .map_or("n/a (no --locks)".into(), |l| s(l.lock_wait_ns))
+        });
+        row(
+            &mut t,
+            "dependency loss unexplained (thread-s, 4.11)",
+            &|m| {
+                m.locks.as_ref().map_or("n/a (no --locks)".into(), |l| {
+                    let mark = if l.lock_wait_exceeds_dependency_loss {
+                        " (waits exceed D·T)"
+                    } else {
+                        ""
+                    };
+                    format!("{}{mark}", s(l.unexplained_thread_ns))
+                })
+            },
+        );
+        row(&mut t, "cycles per LLC miss (4.1)", &|m| {
+            m.cycles_per_llc_miss
+                .map_or("n/a (no PMU)".into(), |c| format!("{c:.0}"))
+        });
+        row(&mut t, "LLC misses per s (4.1)", &|m| {
+            m.llc_misses_per_s
+                .map_or("n/a (no PMU)".into(), |c| format!("{c:.3e}"))
+        });
+        let _ = writeln!(out, "{t}");
+        for m in &v.models {
+            let _ = writeln!(out, "{}", verdict(m));
+            let waiting = v
+                .configurations
+                .iter()
+                .find(|c| c.threads == m.threads && c.cores == m.cores)
+                .map_or(0.0, |c| c.waiting_threads.median);
+            if m.cores >= m.threads && waiting > 0.1 {
+                let _ = writeln!(
+                    out,
+                    "  note: with a core per thread, {waiting:.2} threads still waited for a CPU on average: other work on the machine took CPU time, which the model counts as activity (predicted speed-up above measured)."
+                );
+            }
+        }
+    }
+    for m in &v.missing {
+        let _ = writeln!(out, "not modelled: {m}");
+    }
+    for n in &v.notes {
+        let _ = writeln!(out, "note: {n}");
+    }
+    out
+}
+
+/// Speed-up against the number of threads: ideal, measured and predicted (SVG).
+pub fn speedup_svg(v: &ScaleView<'_>) -> String {
+    // The model against the most cores for each thread count.
+    let mut best: Vec<&ScalingModel> = Vec::new();
+    for m in &v.models {
+        match best.iter_mut().find(|b| b.threads == m.threads) {
+            Some(b) if b.cores < m.cores => *b = m,
+            Some(_) => {}
+            None => best.push(m),
+        }
+    }
+    best.sort_by_key(|m| m.threads);
+    let ideal: Vec<(f64, f64)> = best
+        .iter()
+        .map(|m| (f64::from(m.threads), f64::from(m.threads.min(m.cores))))
+        .collect();
+    let measured: Vec<(f64, f64)> = best
+        .iter()
+        .map(|m| (f64::from(m.threads), m.measured_speedup))
+        .collect();
+    let predicted: Vec<(f64, f64)> = best
+        .iter()
+        .map(|m| (f64::from(m.threads), m.predicted_speedup))
+        .collect();
+    let active: Vec<(f64, f64)> = best
+        .iter()
+        .map(|m| (f64::from(m.threads), m.active_threads))
+        .collect();
+    let with_one = |pts: Vec<(f64, f64)>| {
+        // One thread on one core is speed-up 1 by definition.
+        let mut p = vec![(1.0, 1.0)];
+        p.extend(pts.into_iter().filter(|p| p.0 > 1.0));
+        p
+    };
+    let (ideal, measured, predicted) = (with_one(ideal), with_one(measured), with_one(predicted));
+    crate::svg::line_chart(
+        &format!(
+            "Speed-up of {}",
+            v.command.first().map_or("", String::as_str)
+        ),
+        "threads m (on m cores)",
+        "speed-up T(1)/T(m)",
+        &[
+            crate::svg::Line {
+                name: "ideal",
+                points: &ideal,
+                colour: "#999999",
+                markers: false,
+                area: false,
+                dashed: true,
+            },
+            crate::svg::Line {
+                name: "active threads A (loss above it: dependencies)",
+                points: &active,
+                colour: "#ff7f0e",
+                markers: true,
+                area: false,
+                dashed: true,
+            },
+            crate::svg::Line {
+                name: "predicted A/(1+ω) (loss between: memory/hardware)",
+                points: &predicted,
+                colour: "#2ca02c",
+                markers: true,
+                area: false,
+                dashed: false,
+            },
+            crate::svg::Line {
+                name: "measured",
+                points: &measured,
+                colour: "#1f77b4",
+                markers: true,
+                area: false,
+                dashed: false,
+            },
+        ],
+    )
+}
