@@ -182,6 +182,39 @@ pub fn service(threads: &[ThreadSamples], start: u64) -> Service {
     }
 }
 
+/// A sampler stream's samples (thread streams holding `trace::sched` records; the clock must
+/// be nanoseconds, as the sampler writes). `None` for a stream with no sampler records.
+pub fn thread_samples(stream: &trace::Stream<'_>, name: &str) -> Option<ThreadSamples> {
+    use trace::format::EventKind;
+    let mut decoder = trace::sched::SampleDecoder::default();
+    let mut t = ThreadSamples {
+        pid: stream.header.pid,
+        tid: stream.header.tid,
+        name: name.to_string(),
+        first_seen: stream.header.base_time,
+        ..Default::default()
+    };
+    let mut any = false;
+    for r in stream.events() {
+        match r.kind {
+            EventKind::ThreadStart => {
+                t.first_seen = r.ts;
+                t.baseline = r.aux == 1;
+                any = true;
+            }
+            EventKind::ThreadEnd => t.last_seen = Some(r.ts),
+            _ => {}
+        }
+        if let Some(s) = decoder.push(&r) {
+            t.samples.push(s);
+        }
+    }
+    if let Some(s) = decoder.finish() {
+        t.samples.push(s);
+    }
+    (any || !t.samples.is_empty()).then_some(t)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -264,37 +297,4 @@ mod tests {
         assert_eq!(s.threads[0].lifetime_ns, 20);
         assert_eq!(s.threads[0].blocked_ns, 5);
     }
-}
-
-/// A sampler stream's samples (thread streams holding `trace::sched` records; the clock must
-/// be nanoseconds, as the sampler writes). `None` for a stream with no sampler records.
-pub fn thread_samples(stream: &trace::Stream<'_>, name: &str) -> Option<ThreadSamples> {
-    use trace::format::EventKind;
-    let mut decoder = trace::sched::SampleDecoder::default();
-    let mut t = ThreadSamples {
-        pid: stream.header.pid,
-        tid: stream.header.tid,
-        name: name.to_string(),
-        first_seen: stream.header.base_time,
-        ..Default::default()
-    };
-    let mut any = false;
-    for r in stream.events() {
-        match r.kind {
-            EventKind::ThreadStart => {
-                t.first_seen = r.ts;
-                t.baseline = r.aux == 1;
-                any = true;
-            }
-            EventKind::ThreadEnd => t.last_seen = Some(r.ts),
-            _ => {}
-        }
-        if let Some(s) = decoder.push(&r) {
-            t.samples.push(s);
-        }
-    }
-    if let Some(s) = decoder.finish() {
-        t.samples.push(s);
-    }
-    (any || !t.samples.is_empty()).then_some(t)
 }
