@@ -20,6 +20,7 @@ command -v c++ >/dev/null || need_pkgs+=(g++)         # the C++ examples and sym
 command -v strip >/dev/null || need_pkgs+=(binutils)  # stripped binaries in symbolizer tests
 command -v python3 >/dev/null || need_pkgs+=(python3) # the `where` tests' target; trace_processor
 command -v node >/dev/null || need_pkgs+=(nodejs)     # runs Perfetto's trace_processor (WebAssembly)
+command -v go >/dev/null || [ -n "${GO:-}" ] || need_pkgs+=(golang-go)  # go tool pprof reads the lock profiles
 if ((${#need_pkgs[@]})); then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}"

@@ -15,11 +15,12 @@
  * as one long wait rather than a queue).  Here a thread that releases big_lock while another
  * is waiting for it (an atomic count of threads inside pthread_mutex_lock) does not lock
  * again until big_lock has changed hands: it polls the acquisition count, sleeping 20 µs
- * (nanosleep) between looks.  Sleeping rather than spinning or sched_yield() keeps the
- * releaser off the run queue, so on one CPU the waiter runs at once and the releaser is
- * not counted as runnable while the other holds the lock.  That wait is lock-free and short
- * (the waiter's wake-up, tens of µs per chunk; `handover_ns_total` in the truth line, often
- * 0 because the woken waiter already has the lock); the waiting is all in
+ * (nanosleep) between looks: sleeping, not spinning, so that on one CPU it does not keep
+ * the waiter it has just woken from running.  That wait is lock-free and short (the
+ * waiter's wake-up, tens of µs per chunk; `handover_ns_total` in the truth line), and often
+ * nothing at all because the woken waiter already has the lock (always on one CPU, where
+ * it preempts the releaser at once; the releaser then sits a few ms on the run queue before
+ * it gets to block on the lock, so A ~= 1.1 there).  The waiting is all in
  * pthread_mutex_lock, where a lock probe sees it.
  *
  * ITERS_PER_MS is calibrated at start exactly as in independent.c (or given with -i), on

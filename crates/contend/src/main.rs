@@ -12,6 +12,8 @@ use std::process::ExitCode;
 
 const AFTER_HELP: &str = "\
 Exit codes: 0 success; 1 the measured program or the measurement failed; 2 bad input or usage.
+`record` and `scale` pass a failing program's exit status through (128+N if killed by signal N,
+127 if it could not be started).
 Results go to stdout, notices and errors to stderr. Run `contend demo` for a guided tour.";
 
 #[derive(Parser)]

@@ -75,6 +75,8 @@ pub struct SamplerStats {
     pub sched: Option<crate::sampler::SchedTraceStats>,
     /// Why the sched tracepoints could not be used, when asked for: (what, why).
     pub sched_unavailable: Option<(String, String)>,
+    /// CPU time stolen by the hypervisor, all CPUs, while sampling.
+    pub steal_ns: Option<u64>,
 }
 
 impl SamplerStats {
@@ -86,6 +88,7 @@ impl SamplerStats {
             wall_ns: s.wall_ns,
             sched: s.sched.clone(),
             sched_unavailable: s.sched_unavailable.clone(),
+            steal_ns: s.steal_ns,
         }
     }
 }

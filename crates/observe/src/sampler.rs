@@ -73,6 +73,9 @@ pub struct SamplerOutcome {
     pub sched: Option<SchedTraceStats>,
     /// Why the sched tracepoints could not be used, when asked for.
     pub sched_unavailable: Option<(String, String)>,
+    /// CPU time the hypervisor took from this machine's CPUs while sampling, ns, all CPUs
+    /// (schedstat counts it neither as on-CPU time nor as run-queue wait).
+    pub steal_ns: Option<u64>,
 }
 
 /// A running sampler; [`Sampler::stop`] ends it and returns what it wrote.
@@ -291,6 +294,9 @@ struct State {
     wall_ns: u64,
     tracer: Option<SchedTracer>,
     sched_unavailable: Option<(String, String)>,
+    /// `/proc/stat` steal ticks at the first round, and at the latest.
+    steal: Option<u64>,
+    steal_last: u64,
     /// Threads of the target the tracer has seen (forked from a known thread) before the
     /// sampler first read them, with their state changes so far.
     pending: BTreeMap<u32, Vec<StateChange>>,
@@ -320,6 +326,8 @@ impl State {
             wall_ns: 0,
             tracer: None,
             sched_unavailable: None,
+            steal: None,
+            steal_last: 0,
             pending: BTreeMap::new(),
             events: Vec::new(),
             sched: SchedTraceStats::default(),
@@ -677,6 +685,10 @@ impl State {
         else {
             return;
         };
+        if let Some(steal) = parse_proc_stat_steal(text) {
+            self.steal.get_or_insert(steal);
+            self.steal_last = steal;
+        }
         let Some((runnable, blocked)) = parse_proc_stat_load(text) else {
             return;
         };
@@ -734,7 +746,11 @@ impl State {
                 .collect();
             stats
         });
+        let tick_ns = 1_000_000_000 / crate::process::clock_ticks_per_second().max(1);
         SamplerOutcome {
+            steal_ns: self
+                .steal
+                .map(|first| (self.steal_last - first.min(self.steal_last)) * tick_ns),
             sched,
             sched_unavailable: self.sched_unavailable.take(),
             streams: self.done,
@@ -745,6 +761,13 @@ impl State {
             late_rounds: self.late,
         }
     }
+}
+
+/// The steal time of all CPUs from `/proc/stat`'s `cpu` line (its 8th value), in clock
+/// ticks: time the hypervisor ran something else while a CPU of this machine had work.
+pub fn parse_proc_stat_steal(text: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    line.split_ascii_whitespace().nth(8)?.parse().ok()
 }
 
 /// `procs_running` and `procs_blocked` of `/proc/stat`.
@@ -770,6 +793,9 @@ mod tests {
         let text = "cpu  1 2 3\ncpu0 1 2 3\nintr 5\nctxt 77\nbtime 1\nprocesses 9\nprocs_running 3\nprocs_blocked 1\nsoftirq 0\n";
         assert_eq!(parse_proc_stat_load(text), Some((3, 1)));
         assert_eq!(parse_proc_stat_load("cpu 1 2\n"), None);
+        let stat = "cpu  10 0 5 900 1 0 2 37 0 0\ncpu0 5 0 2 450 1 0 1 20 0 0\n";
+        assert_eq!(parse_proc_stat_steal(stat), Some(37));
+        assert_eq!(parse_proc_stat_steal("cpu  1 2 3\n"), None);
     }
 
     /// Samples this test process's own busy thread for a while and checks the stream: one

@@ -41,6 +41,9 @@ pub struct ActivityView {
     pub cpu_ns: Option<u64>,
     /// The sampler's own CPU use, % of one CPU.
     pub sampler_cpu_pct: Option<f64>,
+    /// CPU time the hypervisor took from the machine's CPUs during the run, ns (all CPUs):
+    /// threads that had work then show it as blocked time.
+    pub steal_ns: Option<u64>,
     /// Counter totals over the program (hardware ones only where the machine has a PMU).
     pub counters: Vec<trace::meta::CounterTotal>,
     /// Counters asked for but not counted, with the reason.
@@ -80,6 +83,7 @@ impl ActivityView {
                 .collect(),
             max_threads: service.max_threads,
             cpu_ns: meta.work.as_ref().and_then(|w| w.cpu_ns),
+            steal_ns: sampling.and_then(|s| s.steal_ns),
             sampler_cpu_pct: sampling
                 .filter(|s| s.wall_ns > 0)
                 .map(|s| 100.0 * s.sampler_cpu_ns as f64 / s.wall_ns as f64),
@@ -133,6 +137,12 @@ pub fn render(v: &ActivityView, top: usize) -> String {
         "blocked, all threads (s)".to_string(),
         format!("{:.3}", v.blocked_ns as f64 / 1e9),
     ]);
+    if let Some(steal) = v.steal_ns.filter(|&n| n > 0) {
+        t.add_row(vec![
+            "stolen by the hypervisor, all CPUs (s; shows as blocked)".to_string(),
+            format!("{:.3}", steal as f64 / 1e9),
+        ]);
+    }
     t.add_row(vec![
         "threads running on average (τ / T)".to_string(),
         format!("{:.2}", v.running_threads),

@@ -88,6 +88,10 @@ pub struct Sampling {
     /// Exact state intervals from the sched tracepoints were recorded too.
     #[serde(default)]
     pub sched_tracepoints: bool,
+    /// CPU time the hypervisor took from the machine's CPUs (all of them) while sampling, ns
+    /// (`/proc/stat` steal): schedstat counts it as neither service nor run-queue wait.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steal_ns: Option<u64>,
     /// With sched tracepoints: what their reader saw.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sched_trace: Option<SchedTrace>,

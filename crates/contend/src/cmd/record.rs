@@ -253,6 +253,7 @@ pub fn sampling_meta(interval: Duration, s: &launch::SamplerStats, meta: &mut Me
         wall_ns: s.wall_ns,
         sched_tracepoints: sched_trace.is_some(),
         sched_trace,
+        steal_ns: s.steal_ns,
     });
     if s.sched.is_some() && !meta.captured.iter().any(|c| c == "sched-tracepoints") {
         meta.captured.push("sched-tracepoints".into());
