@@ -1,9 +1,9 @@
 //! Summaries of repeated measurements (DESIGN §4: min, median, mean, max, standard deviation).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Min, median, mean, max and sample standard deviation of repeated measurements.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Spread {
     pub n: usize,
     pub min: f64,

@@ -182,7 +182,8 @@ const MIN_CALIBRATION: Duration = Duration::from_millis(200);
 
 /// Runs the plan's command to completion and returns what was recorded.
 pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
-    let use_tsc = invariant_tsc();
+    // The TSC is for the lock probe's timestamps; the sampler and tracepoints use CLOCK_MONOTONIC.
+    let use_tsc = plan.locks.is_some() && invariant_tsc();
     let (clock, start_point) = if use_tsc {
         (ClockSource::Tsc, clock_point())
     } else {

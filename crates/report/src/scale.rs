@@ -27,6 +27,8 @@ pub struct ScaleView<'a> {
     pub unit: WorkUnit,
     pub configurations: Vec<ConfigurationRow<'a>>,
     pub models: Vec<&'a ScalingModel>,
+    /// The memory-queue fit (eq. 3.6) per thread count, where there were enough core counts.
+    pub queues: Vec<(u32, &'a analysis::activity::MemoryQueue)>,
     pub missing: Vec<&'a str>,
     pub notes: Vec<&'a str>,
 }
@@ -233,6 +235,26 @@ pub fn render(v: &ScaleView<'_>) -> String {
                 );
             }
         }
+    }
+    for (threads, q) in &v.queues {
+        let predicted: Vec<String> = [2u32, 4, 8, 16]
+            .iter()
+            .filter_map(|&n| q.predicted_omega(n).map(|w| format!("ω({n}) = {w:+.3}")))
+            .collect();
+        let _ = writeln!(
+            out,
+            "memory queue (eq. 3.6), {threads} threads, fit over n = {:?}: μ = {}, L = {} per core; μ/r = {:.4e}, L/r = {:.4e}{}",
+            q.cores_used,
+            q.mu.map_or("n/a (no LLC misses counted)".into(), |m| format!("{m:.4e}")),
+            q.l.map_or("n/a".into(), |l| format!("{l:.4e}")),
+            q.mu_over_r,
+            q.l_over_r,
+            if predicted.is_empty() {
+                String::new()
+            } else {
+                format!("; modelled {}", predicted.join(", "))
+            }
+        );
     }
     for m in &v.missing {
         let _ = writeln!(out, "not modelled: {m}");

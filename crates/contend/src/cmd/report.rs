@@ -271,6 +271,10 @@ fn to_json(loaded: &Loaded) -> anyhow::Result<serde_json::Value> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    // A `contend scale` directory: its runs are run directories; itself, the model.
+    if !args.run.join(trace::rundir::META_FILE).exists() && args.run.join("scale.json").is_file() {
+        return super::scale::show_saved(&args.run, args.json);
+    }
     let loaded = load(&args)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&to_json(&loaded)?)?);

@@ -67,7 +67,7 @@ pub struct Args {
 }
 
 /// One run of one configuration.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct RunResult {
     pub threads: u32,
     pub cores: u32,
@@ -92,7 +92,7 @@ pub struct RunResult {
 }
 
 /// One configuration over its repeats.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct ConfigurationResult {
     pub threads: u32,
     pub cores: u32,
@@ -109,7 +109,7 @@ pub struct ConfigurationResult {
 }
 
 /// A thread count's model (or why there is none).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct ThreadCountModel {
     pub threads: u32,
     /// Against the one-core baseline, for each other core count.
@@ -120,7 +120,7 @@ pub struct ThreadCountModel {
     pub missing: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct ScaleResult {
     pub command: Vec<String>,
     pub unit: WorkUnit,
@@ -182,6 +182,53 @@ fn core_counts(
     Ok(out)
 }
 
+/// What `scale` will run on a machine: for each thread count, its core counts; the CPUs are
+/// the first n of `order`.
+#[derive(Debug)]
+struct Planned {
+    order: Vec<u32>,
+    cores_per_socket: u32,
+    numa: bool,
+    counts: Vec<(u32, Vec<u32>)>,
+    notes: Vec<String>,
+}
+
+/// Plans the runs from the topology (a value, so NUMA plans are tested on machines this one
+/// is not). One thread per core: the fill order's first CPUs are one per core.
+fn plan_runs(
+    machine: &topology::Topology,
+    fill: topology::FillOrder,
+    threads: &[u32],
+    cores: &[String],
+) -> Result<Planned, String> {
+    let order = machine.fill_order(fill);
+    let available = order.len() as u32;
+    let first_package = machine.cores.first().map(|c| c.package);
+    let cores_per_socket = machine
+        .cores
+        .iter()
+        .filter(|c| Some(c.package) == first_package)
+        .count() as u32;
+    let numa = machine.nodes.len() > 1;
+    let mut counts = Vec::new();
+    let mut notes = Vec::new();
+    for &m in threads {
+        counts.push((m, core_counts(cores, m, cores_per_socket, numa, available)?));
+        if m > available {
+            notes.push(format!(
+                "{m} threads but {available} CPU(s): the m-core configuration runs on {available} cores (more threads than cores)"
+            ));
+        }
+    }
+    Ok(Planned {
+        order,
+        cores_per_socket,
+        numa,
+        counts,
+        notes,
+    })
+}
+
 fn spread(values: &[f64]) -> Spread {
     Spread::of(values).unwrap_or(Spread {
         n: 0,
@@ -213,28 +260,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         notes.push(note);
     }
     let machine = topology::Topology::live()?;
-    let order = machine.fill_order(args.fill);
-    let available = order.len() as u32;
-    let first_package = machine.cores.first().map(|c| c.package);
-    let cores_per_socket = machine
-        .cores
-        .iter()
-        .filter(|c| Some(c.package) == first_package)
-        .count() as u32;
-    let numa = machine.nodes.len() > 1;
-    let mut plan: Vec<(u32, Vec<u32>)> = Vec::new();
-    for &m in &args.threads {
-        let counts =
-            core_counts(&args.cores, m, cores_per_socket, numa, available).map_err(bad_input)?;
-        if m > available {
-            let note = format!(
-                "{m} threads but {available} CPU(s): the m-core configuration runs on {available} cores (more threads than cores)"
-            );
-            eprintln!("contend: note: {note}");
-            notes.push(note);
-        }
-        plan.push((m, counts));
+    let planned = plan_runs(&machine, args.fill, &args.threads, &args.cores).map_err(bad_input)?;
+    for note in &planned.notes {
+        eprintln!("contend: note: {note}");
+        notes.push(note.clone());
     }
+    let (order, cores_per_socket, numa) = (planned.order, planned.cores_per_socket, planned.numa);
+    let plan = planned.counts;
     let probe = if args.locks {
         Some(super::record::find_probe()?)
     } else {
@@ -604,6 +636,11 @@ fn result_view(r: &ScaleResult) -> report::scale::ScaleView<'_> {
             .iter()
             .flat_map(|t| t.models.iter())
             .collect(),
+        queues: r
+            .thread_counts
+            .iter()
+            .filter_map(|t| t.memory_queue.as_ref().map(|q| (t.threads, q)))
+            .collect(),
         missing: r
             .thread_counts
             .iter()
@@ -611,6 +648,25 @@ fn result_view(r: &ScaleResult) -> report::scale::ScaleView<'_> {
             .collect(),
         notes: r.notes.iter().map(String::as_str).collect(),
     }
+}
+
+/// `contend report SCALE_DIR`: the model of a saved `contend scale` run, from its scale.json.
+pub fn show_saved(dir: &Path, json: bool) -> anyhow::Result<()> {
+    let path = dir.join("scale.json");
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| bad_input(format!("{}: {e}", path.display())))?;
+    if json {
+        println!("{text}");
+        return Ok(());
+    }
+    let result: ScaleResult = serde_json::from_str(&text).map_err(|e| {
+        bad_input(format!(
+            "{}: not a scale.json this contend can read: {e}",
+            path.display()
+        ))
+    })?;
+    print!("{}", report::scale::render(&result_view(&result)));
+    Ok(())
 }
 
 #[cfg(test)]
@@ -631,6 +687,55 @@ mod tests {
         assert!(core_counts(&["x".to_string()], 2, 2, false, 2)
             .unwrap_err()
             .contains("`x`"));
+    }
+
+    #[test]
+    fn a_two_socket_numa_machine_adds_one_socket_and_fills_cores_first() {
+        // 2 packages × 4 cores × 2 threads, one node per package: CPUs 0-7 on package 0.
+        let machine = topology::Topology::synthetic("2x4x2").unwrap();
+        let p = plan_runs(&machine, topology::FillOrder::SocketFirst, &[8, 2], &[]).unwrap();
+        assert!(p.numa);
+        assert_eq!(p.cores_per_socket, 4);
+        assert_eq!(p.counts, vec![(8, vec![1, 4, 8]), (2, vec![1, 2])]);
+        // One thread per core: the first 8 CPUs handed out are on 8 different cores, the
+        // first 4 of them on package 0.
+        let first: Vec<u32> = p.order[..8].to_vec();
+        let core_of = |cpu: u32| {
+            machine
+                .cores
+                .iter()
+                .position(|c| c.cpus.contains(cpu))
+                .unwrap()
+        };
+        let mut cores: Vec<usize> = first.iter().map(|&c| core_of(c)).collect();
+        cores.sort_unstable();
+        cores.dedup();
+        assert_eq!(cores.len(), 8, "{first:?}");
+        assert!(first[..4]
+            .iter()
+            .all(|&c| machine.cores[core_of(c)].package == machine.cores[0].package));
+        assert!(p.notes.is_empty());
+    }
+
+    #[test]
+    fn a_uma_machine_runs_one_and_m_cores_and_says_when_threads_exceed_cpus() {
+        let machine = topology::Topology::synthetic("1x2x1").unwrap();
+        let p = plan_runs(&machine, topology::FillOrder::SocketFirst, &[4], &[]).unwrap();
+        assert!(!p.numa);
+        assert_eq!(p.counts, vec![(4, vec![1, 2])]);
+        assert!(
+            p.notes[0].contains("4 threads but 2 CPU(s)"),
+            "{:?}",
+            p.notes
+        );
+        let err = plan_runs(
+            &machine,
+            topology::FillOrder::SocketFirst,
+            &[2],
+            &["1".into(), "3".into()],
+        )
+        .unwrap_err();
+        assert!(err.contains("3 cores asked for"), "{err}");
     }
 
     #[test]
