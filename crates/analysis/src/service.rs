@@ -70,7 +70,10 @@ pub struct Service {
     pub max_threads: u32,
     /// Per sampling round, in time order.
     pub timeline: Vec<IntervalLoad>,
-    /// `intervals[k][j]`: service thread j got in round k (the input of listings 3.3/3.4).
+    /// Per round k, `[max_j τ_kj, Σ_j τ_kj − max_j τ_kj]`: listings 3.3 and 3.4 use only each
+    /// interval's total service and its largest (the critical-path time), so two numbers per
+    /// round give exactly what the full rounds × threads matrix would, in memory that does
+    /// not grow with the number of threads.
     #[serde(skip)]
     pub intervals: Vec<Vec<u64>>,
 }
@@ -88,13 +91,14 @@ pub fn service(threads: &[ThreadSamples], start: u64) -> Service {
     let index: BTreeMap<u64, usize> = rounds.iter().enumerate().map(|(i, &t)| (t, i)).collect();
     let round_start = |k: usize| if k == 0 { start } else { rounds[k - 1] };
 
-    let mut intervals = vec![vec![0u64; threads.len()]; rounds.len()];
+    let mut sums = vec![0u64; rounds.len()];
+    let mut maxes = vec![0u64; rounds.len()];
     let mut waits = vec![0u64; rounds.len()];
     let mut alive = vec![0u32; rounds.len()];
     let round_len = |k: usize| rounds[k].saturating_sub(round_start(k));
-    let mut thread_waits: Vec<(usize, u64)> = Vec::new();
+    let mut thread_waits: Vec<(usize, u64, u64)> = Vec::new();
     let mut out = Vec::with_capacity(threads.len());
-    for (j, t) in threads.iter().enumerate() {
+    for t in threads {
         let mut row = ThreadService {
             pid: t.pid,
             tid: t.tid,
@@ -125,8 +129,9 @@ pub fn service(threads: &[ThreadSamples], start: u64) -> Service {
                     row.cpus.push(c);
                 }
             }
-            intervals[k][j] = s.on_cpu_ns;
-            thread_waits.push((k, s.runq_wait_ns));
+            sums[k] += s.on_cpu_ns;
+            maxes[k] = maxes[k].max(s.on_cpu_ns);
+            thread_waits.push((k, s.runq_wait_ns, s.on_cpu_ns));
             alive[k] += 1;
         }
         // The kernel adds a run-queue wait to `schedstat` when the thread gets the CPU, so a
@@ -134,14 +139,14 @@ pub fn service(threads: &[ThreadSamples], start: u64) -> Service {
         // length after the thread's service and carry the rest back to the intervals before
         // (the totals do not change).
         let mut carry = 0u64;
-        for &(k, wait) in thread_waits.iter().rev() {
-            let room = round_len(k).saturating_sub(intervals[k][j]);
+        for &(k, wait, on_cpu) in thread_waits.iter().rev() {
+            let room = round_len(k).saturating_sub(on_cpu);
             let total = wait + carry;
             let here = total.min(room);
             waits[k] += here;
             carry = total - here;
         }
-        if let Some(&(k, _)) = thread_waits.first() {
+        if let Some(&(k, _, _)) = thread_waits.first() {
             waits[k] += carry;
         }
         thread_waits.clear();
@@ -165,7 +170,7 @@ pub fn service(threads: &[ThreadSamples], start: u64) -> Service {
             IntervalLoad {
                 ts,
                 length_ns: length,
-                running: intervals[k].iter().sum::<u64>() as f64 / length as f64,
+                running: sums[k] as f64 / length as f64,
                 waiting: waits[k] as f64 / length as f64,
                 threads: alive[k],
             }
@@ -178,7 +183,11 @@ pub fn service(threads: &[ThreadSamples], start: u64) -> Service {
         max_threads: alive.iter().copied().max().unwrap_or(0),
         threads: out,
         timeline,
-        intervals,
+        intervals: sums
+            .iter()
+            .zip(&maxes)
+            .map(|(&sum, &max)| vec![max, sum - max])
+            .collect(),
     }
 }
 
@@ -247,7 +256,12 @@ mod tests {
             ..Default::default()
         };
         let s = service(&[a, b], 0);
+        // Per round: the largest service, and the rest of the total.
         assert_eq!(s.intervals, vec![vec![6, 0], vec![6, 4], vec![6, 4]]);
+        // Listing 3.3 on the compact rounds equals the listing on the full matrix:
+        // (6 + 10 + 10) / (6 + 6 + 6).
+        let a33 = crate::activity::measured_active_threads(&s.intervals).unwrap();
+        assert!((a33 - 26.0 / 18.0).abs() < 1e-12, "{a33}");
         assert_eq!(s.service_ns, 26);
         let ta = &s.threads[0];
         assert_eq!(

@@ -741,3 +741,41 @@ fn more_cores_than_the_machine_has_are_refused() {
         "nothing recorded for a refused placement"
     );
 }
+
+#[test]
+fn sigterm_to_record_reaches_the_program_and_the_run_is_kept() {
+    // `sleep` stands for a long-running program; contend gets SIGTERM (as from a job
+    // scheduler or `timeout`), passes it on, and still writes the run.
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(CONTEND)
+        .args(["record", "-o", "run", "--", "sleep", "30"])
+        .current_dir(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let started = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    let err = stderr(&out);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "contend took {:?} to stop",
+        started.elapsed()
+    );
+    // The program died of the SIGTERM it was passed: 128 + 15.
+    assert_eq!(out.status.code(), Some(143), "{err}");
+    assert!(err.contains("passed it on to the program"), "{err}");
+    let m = meta(dir.path(), "run");
+    assert_eq!(m["exit_status"], 143, "meta.json: {m}");
+    assert!(
+        m["outcome"].as_str().unwrap_or("").contains("signal 15"),
+        "meta.json: {m}"
+    );
+    assert!(
+        !m["streams"].as_array().unwrap().is_empty(),
+        "the sampled stream is listed: {m}"
+    );
+}

@@ -293,8 +293,12 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
         None => None,
     };
     // Ctrl-C reaches the program (same process group); contend stays to save what it recorded.
+    // SIGTERM and SIGHUP sent to contend are passed on to the program, and contend then
+    // saves the run as it does when the program ends.
     // SAFETY: setting a disposition; restored below.
     let previous = unsafe { libc::signal(libc::SIGINT, libc::SIG_IGN) };
+    let caught = catch(&[libc::SIGTERM, libc::SIGHUP]);
+    let mut forwarded = 0;
     // Drain often while events flow, back off to 10 ms while they do not: a recorder that
     // polls hard takes CPU from the program on small machines. New rings are looked for every
     // 20 ms (a ring holds far more than 20 ms of events).
@@ -302,6 +306,12 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
     let mut sleep = plan.poll;
     let mut last_discovery: Option<Instant> = None;
     let (status, cpu_ns, ended_wall, ended_mono) = loop {
+        let sig = INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed);
+        if sig != 0 && forwarded == 0 {
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(child_pid as i32, sig) };
+            forwarded = sig;
+        }
         let moved = match drainer.as_mut() {
             Some(d) => {
                 if last_discovery.is_none_or(|t| t.elapsed() >= Duration::from_millis(20)) {
@@ -312,7 +322,14 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
             }
             None => 0,
         };
-        match wait_nohang(child_pid) {
+        // With no rings to drain, wait for the program in the kernel: its end is then known
+        // to the microsecond, not to the polling interval.
+        let waited = if drainer.is_none() {
+            wait_child(child_pid, false)
+        } else {
+            wait_child(child_pid, true)
+        };
+        match waited {
             Ok(Some((status, cpu_ns))) => {
                 break (
                     status,
@@ -321,7 +338,7 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
                     monotonic_ns(),
                 )
             }
-            Ok(None) if moved > busy_threshold => {}
+            Ok(None) if drainer.is_none() || moved > busy_threshold => {}
             Ok(None) => {
                 sleep = if moved > 0 {
                     plan.poll
@@ -340,6 +357,9 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
     };
     // SAFETY: restoring the previous disposition.
     unsafe { libc::signal(libc::SIGINT, previous) };
+    restore(caught);
+    let forwarded_note = (forwarded != 0)
+        .then(|| format!("contend received signal {forwarded} and passed it on to the program"));
     let sampled = sampler.map(Sampler::stop);
     // Read after the child was reaped: its counts (and its descendants') are folded in.
     let counters = counter_set.map(|c| c.read()).unwrap_or_default();
@@ -364,6 +384,7 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
         }
         None => (Vec::new(), Vec::new()),
     };
+    notes.extend(forwarded_note);
     let sampler = sampled.map(|s| {
         let stats = SamplerStats::of(&s);
         streams.extend(s.streams);
@@ -388,29 +409,29 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
     })
 }
 
-/// `wait4(WNOHANG)`: the exit status and the CPU time (user + system, ns) of the child and the
-/// children it reaped, once it has exited.
-fn wait_nohang(pid: u32) -> std::io::Result<Option<(ExitStatus, u64)>> {
+/// `wait4`: the exit status and the CPU time (user + system, ns) of the child and the children
+/// it reaped, once it has exited; `None` while it runs (`nohang`) or when a signal interrupted
+/// the wait.
+fn wait_child(pid: u32, nohang: bool) -> std::io::Result<Option<(ExitStatus, u64)>> {
     let mut status = 0;
     // SAFETY: a zeroed rusage is a valid out-parameter.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    loop {
-        // SAFETY: valid pointers to locals; pid is our own child.
-        let r = unsafe { libc::wait4(pid as i32, &mut status, libc::WNOHANG, &mut usage) };
-        if r == 0 {
+    let flags = if nohang { libc::WNOHANG } else { 0 };
+    // SAFETY: valid pointers to locals; pid is our own child.
+    let r = unsafe { libc::wait4(pid as i32, &mut status, flags, &mut usage) };
+    if r == 0 {
+        return Ok(None);
+    }
+    if r < 0 {
+        let e = std::io::Error::last_os_error();
+        if e.kind() == std::io::ErrorKind::Interrupted {
             return Ok(None);
         }
-        if r < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        let tv_ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
-        let cpu = tv_ns(usage.ru_utime) + tv_ns(usage.ru_stime);
-        return Ok(Some((ExitStatus::from_raw(status), cpu)));
+        return Err(e);
     }
+    let tv_ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
+    let cpu = tv_ns(usage.ru_utime) + tv_ns(usage.ru_stime);
+    Ok(Some((ExitStatus::from_raw(status), cpu)))
 }
 
 /// Where the rings live while the program runs: memory-backed `/dev/shm` when it exists (ring
@@ -476,8 +497,10 @@ pub enum AttachEnd {
     Exited,
     /// `--duration` elapsed.
     Duration,
-    /// Ctrl-C (SIGINT) or SIGTERM.
+    /// Ctrl-C (SIGINT).
     Interrupted,
+    /// SIGTERM or SIGHUP.
+    Terminated,
 }
 
 pub struct AttachOutcome {
@@ -490,29 +513,44 @@ pub struct AttachOutcome {
     pub end: AttachEnd,
 }
 
-static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// The signal that asked contend to stop (0: none).
+static INTERRUPTED: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
-extern "C" fn on_interrupt(_: libc::c_int) {
-    INTERRUPTED.store(true, std::sync::atomic::Ordering::Relaxed);
+extern "C" fn on_interrupt(sig: libc::c_int) {
+    INTERRUPTED.store(sig, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Installs `on_interrupt` for `signals` without SA_RESTART (a blocking wait returns EINTR);
+/// returns the previous actions to restore.
+fn catch(signals: &[libc::c_int]) -> Vec<(libc::c_int, libc::sigaction)> {
+    INTERRUPTED.store(0, std::sync::atomic::Ordering::Relaxed);
+    signals
+        .iter()
+        .map(|&sig| {
+            // SAFETY: zeroed sigaction structs are valid; the handler only stores to an atomic.
+            unsafe {
+                let mut action: libc::sigaction = std::mem::zeroed();
+                action.sa_sigaction = on_interrupt as *const () as libc::sighandler_t;
+                libc::sigemptyset(&mut action.sa_mask);
+                let mut old: libc::sigaction = std::mem::zeroed();
+                libc::sigaction(sig, &action, &mut old);
+                (sig, old)
+            }
+        })
+        .collect()
+}
+
+fn restore(previous: Vec<(libc::c_int, libc::sigaction)>) {
+    for (sig, old) in previous {
+        // SAFETY: restoring an action sigaction gave us.
+        unsafe { libc::sigaction(sig, &old, std::ptr::null_mut()) };
+    }
 }
 
 /// Samples a running process until it exits, the duration elapses, or Ctrl-C. The process is
 /// only read, never stopped or signalled.
 pub fn attach(plan: AttachPlan<'_>) -> Result<AttachOutcome, LaunchError> {
-    INTERRUPTED.store(false, std::sync::atomic::Ordering::Relaxed);
-    // SAFETY: the handler only stores to an atomic; dispositions restored below.
-    let (old_int, old_term) = unsafe {
-        (
-            libc::signal(
-                libc::SIGINT,
-                on_interrupt as *const () as libc::sighandler_t,
-            ),
-            libc::signal(
-                libc::SIGTERM,
-                on_interrupt as *const () as libc::sighandler_t,
-            ),
-        )
-    };
+    let previous = catch(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP]);
     let started = trace::meta::Timestamp::now();
     let started_mono = monotonic_ns();
     let began = Instant::now();
@@ -523,8 +561,10 @@ pub fn attach(plan: AttachPlan<'_>) -> Result<AttachOutcome, LaunchError> {
         }
     })?;
     let end = loop {
-        if INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) {
-            break AttachEnd::Interrupted;
+        match INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => {}
+            libc::SIGINT => break AttachEnd::Interrupted,
+            _ => break AttachEnd::Terminated,
         }
         if sampler.is_finished() {
             break AttachEnd::Exited;
@@ -534,13 +574,18 @@ pub fn attach(plan: AttachPlan<'_>) -> Result<AttachOutcome, LaunchError> {
         }
         std::thread::sleep(Duration::from_millis(10));
     };
-    let ended = trace::meta::Timestamp::now();
-    let ended_mono = monotonic_ns();
+    let mut ended = trace::meta::Timestamp::now();
+    let mut ended_mono = monotonic_ns();
     let s = sampler.stop();
-    // SAFETY: restoring the previous dispositions.
-    unsafe {
-        libc::signal(libc::SIGINT, old_int);
-        libc::signal(libc::SIGTERM, old_term);
+    restore(previous);
+    if end == AttachEnd::Exited && s.last_round_ns > started_mono {
+        // The sampler saw the process gone at its last round: that is the end (noticing it
+        // here came later, after the sampler had shut down).
+        let early = ended_mono.saturating_sub(s.last_round_ns);
+        ended_mono = s.last_round_ns;
+        ended = trace::meta::Timestamp::from_system(
+            std::time::SystemTime::now() - Duration::from_nanos(early),
+        );
     }
     let sampler = SamplerStats::of(&s);
     Ok(AttachOutcome {

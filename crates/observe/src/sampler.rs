@@ -11,6 +11,7 @@
 use crate::process::ProcReader;
 use crate::schedtrace::{PrevState, SchedEvent, SchedTraceOptions, SchedTracer};
 use crate::task::SchedStat;
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -76,6 +77,8 @@ pub struct SamplerOutcome {
     /// CPU time the hypervisor took from this machine's CPUs while sampling, ns, all CPUs
     /// (schedstat counts it neither as on-CPU time nor as run-queue wait).
     pub steal_ns: Option<u64>,
+    /// CLOCK_MONOTONIC ns of the last round: when the sampler last saw the program.
+    pub last_round_ns: u64,
 }
 
 /// A running sampler; [`Sampler::stop`] ends it and returns what it wrote.
@@ -90,6 +93,7 @@ impl Sampler {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let streams_dir = run_dir.join(trace::rundir::STREAMS_DIR);
+        raise_fd_limit();
         let (tracer, unavailable) = if options.sched_trace {
             match SchedTracer::open_with(SchedTraceOptions {
                 ring_pages: 256,
@@ -127,6 +131,23 @@ impl Sampler {
             notes: vec!["the sampler thread failed; its streams may be incomplete".into()],
             ..Default::default()
         })
+    }
+}
+
+/// The sampler keeps a descriptor per thread: the soft limit on open files goes up to the
+/// hard limit (contend's own; a program already started keeps its limits).
+fn raise_fd_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: a valid rlimit out-parameter; setrlimit only raises the soft limit to the hard.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+        {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
     }
 }
 
@@ -172,10 +193,12 @@ fn delta(a: Option<SchedStat>, b: Option<SchedStat>, f: fn(&SchedStat) -> u64) -
 }
 
 /// A thread's `/proc` files, open for re-reading.
+/// One descriptor per thread (`schedstat`, read every round); `stat` and `status`, read every
+/// fifth round, are opened when needed, so a program of thousands of threads does not use
+/// thousands of descriptors per file.
 struct TaskFiles {
-    stat: File,
+    dir: String,
     schedstat: File,
-    status: File,
 }
 
 /// One read of a thread's files.
@@ -202,19 +225,23 @@ impl Now {
 }
 
 impl TaskFiles {
-    fn open(pid: u32, tid: u32) -> Option<TaskFiles> {
+    fn open(pid: u32, tid: u32) -> std::io::Result<TaskFiles> {
         let dir = format!("/proc/{pid}/task/{tid}");
-        let open = |f: &str| File::open(format!("{dir}/{f}")).ok();
-        Some(TaskFiles {
-            stat: open("stat")?,
-            schedstat: open("schedstat")?,
-            status: open("status")?,
+        Ok(TaskFiles {
+            schedstat: File::open(format!("{dir}/schedstat"))?,
+            dir,
         })
+    }
+
+    /// `stat` or `status` of the thread, opened, read and closed.
+    fn read_once<'b>(&self, file: &str, buf: &'b mut Vec<u8>) -> Option<Cow<'b, str>> {
+        let f = File::open(format!("{}/{file}", self.dir)).ok()?;
+        Self::pread(&f, buf)
     }
 
     /// The file's whole text, read from offset 0; `None` once the thread is gone (ESRCH, or
     /// an empty read).
-    fn pread<'b>(f: &File, buf: &'b mut Vec<u8>) -> Option<&'b str> {
+    fn pread<'b>(f: &File, buf: &'b mut Vec<u8>) -> Option<Cow<'b, str>> {
         use std::os::unix::fs::FileExt;
         buf.clear();
         buf.resize(4096, 0);
@@ -236,14 +263,15 @@ impl TaskFiles {
         if len == 0 {
             return None;
         }
-        std::str::from_utf8(buf).ok()
+        // A thread's name may hold any bytes but NUL and `/`.
+        Some(String::from_utf8_lossy(buf))
     }
 
     /// Reads `schedstat`, and `stat` and `status` when asked (else the state, CPU, name and
     /// switch counts are carried over from `last`).
     fn read(&self, buf: &mut Vec<u8>, with_status: bool, last: &Last) -> Option<Now> {
         let text = Self::pread(&self.schedstat, buf)?;
-        let sched = crate::task::parse_schedstat(text).ok().flatten();
+        let sched = crate::task::parse_schedstat(&text).ok().flatten();
         if !with_status {
             return Some(Now {
                 sched: sched.or(last.sched),
@@ -254,9 +282,9 @@ impl TaskFiles {
                 name: last.name.clone(),
             });
         }
-        let stat = crate::task::parse_stat(Self::pread(&self.stat, buf)?).ok()?;
+        let stat = crate::task::parse_stat(&self.read_once("stat", buf)?).ok()?;
         let (voluntary, involuntary) = if with_status {
-            let st = crate::task::parse_status(Self::pread(&self.status, buf)?);
+            let st = crate::task::parse_status(&self.read_once("status", buf)?);
             (
                 st.voluntary_switches.unwrap_or(last.voluntary),
                 st.nonvoluntary_switches.unwrap_or(last.involuntary),
@@ -297,6 +325,10 @@ struct State {
     /// `/proc/stat` steal ticks at the first round, and at the latest.
     steal: Option<u64>,
     steal_last: u64,
+    /// Threads that could not be recorded for want of file descriptors.
+    unrecorded: BTreeSet<u32>,
+    /// When the last round was taken.
+    last_round: u64,
     /// Threads of the target the tracer has seen (forked from a known thread) before the
     /// sampler first read them, with their state changes so far.
     pending: BTreeMap<u32, Vec<StateChange>>,
@@ -328,6 +360,8 @@ impl State {
             sched_unavailable: None,
             steal: None,
             steal_last: 0,
+            unrecorded: BTreeSet::new(),
+            last_round: 0,
             pending: BTreeMap::new(),
             events: Vec::new(),
             sched: SchedTraceStats::default(),
@@ -347,24 +381,48 @@ impl State {
     }
 
     fn open(&mut self, name: &str, header: &Header) -> Option<(StreamWriter<File>, String)> {
-        let rel = format!(
-            "{}/{name}.{}",
-            trace::rundir::STREAMS_DIR,
-            trace::rundir::STREAM_EXT
-        );
-        let path = self
-            .streams_dir
-            .join(format!("{name}.{}", trace::rundir::STREAM_EXT));
-        // Samples are few (three records per thread per interval): small chunks keep what a
-        // killed recorder leaves on disk recent.
-        match File::create(&path).and_then(|f| StreamWriter::new(f, header, 1024)) {
-            Ok(w) => Some((w, rel)),
-            Err(e) => {
-                self.notes
-                    .push(format!("{}: {e}; not recorded", path.display()));
-                None
+        // A tid the kernel hands out again (a program that creates threads by the tens of
+        // thousands) gets a new file, `sched-TID.2.cst`, never the earlier thread's.
+        let mut stem = name.to_string();
+        for n in 2u32.. {
+            let path = self
+                .streams_dir
+                .join(format!("{stem}.{}", trace::rundir::STREAM_EXT));
+            let created = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path);
+            match created {
+                Ok(f) => {
+                    let rel = format!(
+                        "{}/{stem}.{}",
+                        trace::rundir::STREAMS_DIR,
+                        trace::rundir::STREAM_EXT
+                    );
+                    return match StreamWriter::new(f, header, 1024) {
+                        Ok(w) => Some((w, rel)),
+                        Err(e) => {
+                            self.notes
+                                .push(format!("{}: {e}; not recorded", path.display()));
+                            None
+                        }
+                    };
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    stem = format!("{name}.{n}");
+                }
+                Err(e) => {
+                    if e.raw_os_error() == Some(libc::EMFILE) {
+                        self.unrecorded.insert(header.tid);
+                    } else {
+                        self.notes
+                            .push(format!("{}: {e}; not recorded", path.display()));
+                    }
+                    return None;
+                }
             }
         }
+        None
     }
 
     fn run(&mut self, stop: &AtomicBool) {
@@ -436,6 +494,17 @@ impl State {
         }
         self.sample_system(ts);
         self.first_round = false;
+        self.last_round = ts;
+        // About once a second, what was sampled goes to disk: a recorder killed with SIGKILL
+        // leaves its streams readable up to then.
+        if self.rounds % 100 == 99 {
+            for t in self.live.values_mut() {
+                let _ = t.writer.flush();
+            }
+            if let Some((w, _)) = self.system.as_mut() {
+                let _ = w.flush();
+            }
+        }
         !self.processes.is_empty()
     }
 
@@ -498,8 +567,17 @@ impl State {
     /// A thread seen for the first time: its stream, its files, and its first sample (or, for
     /// a thread already running when an attached recording starts, a baseline).
     fn start_thread(&mut self, pid: u32, tid: u32, ts: u64) -> bool {
-        let Some(files) = TaskFiles::open(pid, tid) else {
-            return false;
+        let files = match TaskFiles::open(pid, tid) {
+            Ok(f) => f,
+            Err(e)
+                if e.raw_os_error() == Some(libc::EMFILE)
+                    || e.raw_os_error() == Some(libc::ENFILE) =>
+            {
+                // Counted and said once at the end, not once per thread per round.
+                self.unrecorded.insert(tid);
+                return true;
+            }
+            Err(_) => return false,
         };
         let Some(now) = files.read(&mut self.read_buf, true, &Last::default()) else {
             return false;
@@ -685,6 +763,7 @@ impl State {
         else {
             return;
         };
+        let text: &str = &text;
         if let Some(steal) = parse_proc_stat_steal(text) {
             self.steal.get_or_insert(steal);
             self.steal_last = steal;
@@ -747,7 +826,14 @@ impl State {
             stats
         });
         let tick_ns = 1_000_000_000 / crate::process::clock_ticks_per_second().max(1);
+        if !self.unrecorded.is_empty() {
+            self.notes.push(format!(
+                "{} thread(s) not sampled: out of file descriptors (raise `ulimit -n`)",
+                self.unrecorded.len()
+            ));
+        }
         SamplerOutcome {
+            last_round_ns: self.last_round,
             steal_ns: self
                 .steal
                 .map(|first| (self.steal_last - first.min(self.steal_last)) * tick_ns),

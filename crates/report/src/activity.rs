@@ -19,6 +19,8 @@ pub struct ModelledActive {
 pub struct ActivityView {
     /// Wall time of the program (or of the attached recording), ns: T.
     pub elapsed_ns: u64,
+    /// The recording did not end properly: T is the samples' span, not the program's.
+    pub elapsed_from_samples: bool,
     pub interval_ns: u64,
     /// Σ service (on-CPU) time over threads, ns: τ.
     pub service_ns: u64,
@@ -39,6 +41,10 @@ pub struct ActivityView {
     pub max_threads: u32,
     /// User + system CPU time of the program from wait4, ns (exact; absent for -p).
     pub cpu_ns: Option<u64>,
+    /// The sampled service time as a share of the program's CPU time from wait4, %: below
+    /// about 90 % the samples missed much of the program (threads shorter than an interval,
+    /// a run of few intervals) and A is underestimated.
+    pub coverage_pct: Option<f64>,
     /// The sampler's own CPU use, % of one CPU.
     pub sampler_cpu_pct: Option<f64>,
     /// CPU time the hypervisor took from the machine's CPUs during the run, ns (all CPUs):
@@ -55,13 +61,24 @@ pub struct ActivityView {
 
 impl ActivityView {
     pub fn new(service: Service, meta: &trace::Meta) -> ActivityView {
+        // The program's span; a recorder that died before writing it leaves the samples' own
+        // span (first interval's start to the last sample), said in `elapsed_from_samples`.
+        let from_samples = service
+            .timeline
+            .first()
+            .zip(service.timeline.last())
+            .map(|(f, l)| l.ts.saturating_sub(f.ts.saturating_sub(f.length_ns)));
+        let elapsed_from_samples = meta.monotonic_span.is_none();
         let elapsed_ns = meta
             .monotonic_span
-            .map_or(0, |[a, b]| b.saturating_sub(a))
+            .map(|[a, b]| b.saturating_sub(a))
+            .or(from_samples)
+            .unwrap_or(0)
             .max(1);
         let sampling = meta.sampling.as_ref();
         ActivityView {
             elapsed_ns,
+            elapsed_from_samples,
             interval_ns: sampling.map_or(0, |s| s.interval_ns),
             service_ns: service.service_ns,
             runq_wait_ns: service.runq_wait_ns,
@@ -84,6 +101,12 @@ impl ActivityView {
             max_threads: service.max_threads,
             cpu_ns: meta.work.as_ref().and_then(|w| w.cpu_ns),
             steal_ns: sampling.and_then(|s| s.steal_ns),
+            coverage_pct: meta
+                .work
+                .as_ref()
+                .and_then(|w| w.cpu_ns)
+                .filter(|&c| c > 0)
+                .map(|c| 100.0 * service.service_ns as f64 / c as f64),
             sampler_cpu_pct: sampling
                 .filter(|s| s.wall_ns > 0)
                 .map(|s| 100.0 * s.sampler_cpu_ns as f64 / s.wall_ns as f64),
@@ -111,14 +134,25 @@ fn ms(ns: u64) -> String {
 /// The section as text.
 pub fn render(v: &ActivityView, top: usize) -> String {
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "Activity (sampled every {:.1} ms from schedstat)",
-        v.interval_ns as f64 / 1e6
-    );
+    if v.interval_ns > 0 {
+        let _ = writeln!(
+            out,
+            "Activity (sampled every {:.1} ms from schedstat)",
+            v.interval_ns as f64 / 1e6
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "Activity (sampled from schedstat; the interval was not recorded: the recorder did not finish)"
+        );
+    }
     let mut t = new_table(&["", "value"], &[1]);
     t.add_row(vec![
-        "elapsed time T (s)".to_string(),
+        if v.elapsed_from_samples {
+            "elapsed time T (s; from the samples: the recording did not finish)".to_string()
+        } else {
+            "elapsed time T (s)".to_string()
+        },
         format!("{:.3}", v.elapsed_ns as f64 / 1e9),
     ]);
     t.add_row(vec![
@@ -183,6 +217,12 @@ pub fn render(v: &ActivityView, top: usize) -> String {
         ]);
     }
     let _ = writeln!(out, "{t}");
+    if let Some(c) = v.coverage_pct.filter(|&c| c < 90.0) {
+        let _ = writeln!(
+            out,
+            "note: the samples cover only {c:.0} % of the program's CPU time (wait4): threads shorter than an interval or too few intervals; A is underestimated (record with a smaller --interval, or a longer run)"
+        );
+    }
     for u in &v.counters_unavailable {
         let _ = writeln!(out, "{}: n/a ({})", u.what, u.why);
     }
@@ -197,7 +237,7 @@ pub fn render(v: &ActivityView, top: usize) -> String {
             "service (ms)",
             "run-queue wait (ms)",
             "blocked (ms)",
-            "active (%)",
+            "on CPU (%)",
             "switches vol/invol",
             "CPUs",
         ],
@@ -220,7 +260,7 @@ pub fn render(v: &ActivityView, top: usize) -> String {
     if threads.len() > top {
         let _ = writeln!(
             out,
-            "({} more threads; --top to show more)",
+            "({} more threads; --top-threads to show more)",
             threads.len() - top
         );
     }

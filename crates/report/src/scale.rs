@@ -100,6 +100,10 @@ pub fn render(v: &ScaleView<'_>) -> String {
         v.command.join(" "),
         v.repeat
     );
+    let work_header = match v.unit {
+        WorkUnit::Cycles => "work C (10⁹ cycles)",
+        WorkUnit::OnCpuNs => "work C (CPU s)",
+    };
     let mut t = new_table(
         &[
             "threads m",
@@ -108,7 +112,7 @@ pub fn render(v: &ScaleView<'_>) -> String {
             "elapsed T (s)",
             "min–max (s)",
             "CoV (%)",
-            "work C (s)",
+            work_header,
             "active threads A",
             "of which waiting for a CPU",
             "A modelled for m cores (3.4)",

@@ -191,9 +191,9 @@ fn sampling_options(args: &Args, attached: bool) -> anyhow::Result<Option<Sample
     if args.interval == 0.0 {
         return Ok(None);
     }
-    if args.interval < 0.1 {
+    if !(0.1..=60_000.0).contains(&args.interval) {
         return Err(bad_input(format!(
-            "--interval {} ms is below the sampler's floor of 0.1 ms",
+            "--interval {} ms: give 0.1 ms to 60000 ms (0 turns sampling off)",
             args.interval
         )));
     }
@@ -471,8 +471,12 @@ fn attach(args: &Args, pid: u32) -> anyhow::Result<()> {
         ));
     };
     let duration = match args.duration {
-        Some(s) if s > 0.0 && s.is_finite() => Some(Duration::from_secs_f64(s)),
-        Some(s) => return Err(bad_input(format!("--duration {s}: give seconds above 0"))),
+        Some(s) if s > 0.0 && s <= 1e9 => Some(Duration::from_secs_f64(s)),
+        Some(s) => {
+            return Err(bad_input(format!(
+                "--duration {s}: give seconds above 0 (and below 10^9)"
+            )))
+        }
         None => None,
     };
     let run = RunDir::create(&args.output).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -516,6 +520,7 @@ fn attach(args: &Args, pid: u32) -> anyhow::Result<()> {
             launch::AttachEnd::Exited => "attached; the process exited",
             launch::AttachEnd::Duration => "attached; stopped after --duration",
             launch::AttachEnd::Interrupted => "attached; stopped by Ctrl-C",
+            launch::AttachEnd::Terminated => "attached; stopped by SIGTERM or SIGHUP",
         }
         .into(),
     );

@@ -80,11 +80,15 @@ pub struct RunResult {
     pub runq_wait_ns: f64,
     pub active_threads: f64,
     pub active_threads_listing_3_3: Option<f64>,
+    /// Sampled service as a share of wait4's CPU time, %.
+    pub coverage_pct: Option<f64>,
     /// Listing 3.4 from this run's samples, for as many cores as threads (m).
     pub modelled_active_threads: Option<f64>,
     /// Work C: cycles where the machine counts them, else user + system CPU time from wait4, ns.
     pub work: f64,
     pub unit: WorkUnit,
+    /// User + system CPU time from wait4, ns (the work when not every run counted cycles).
+    pub cpu_ns: f64,
     pub llc_misses: Option<f64>,
     pub llc_references: Option<f64>,
     pub lock_wait_ns: Option<f64>,
@@ -174,7 +178,7 @@ fn core_counts(
     };
     if let Some(&n) = out.iter().find(|&&n| n > available) {
         return Err(format!(
-            "--cores: {n} cores asked for, but this machine has {available} online CPU(s)"
+            "--cores: {n} cores asked for, but this machine has {available} core(s) to give one thread each"
         ));
     }
     out.sort_unstable();
@@ -202,7 +206,13 @@ fn plan_runs(
     cores: &[String],
 ) -> Result<Planned, String> {
     let order = machine.fill_order(fill);
-    let available = order.len() as u32;
+    // One thread per core: socket-first and spread give out one CPU of every core before any
+    // core's second; compact gives siblings first, so there every online CPU counts.
+    let available = if fill == topology::FillOrder::Compact {
+        order.len() as u32
+    } else {
+        (machine.cores.len().max(1)).min(order.len()) as u32
+    };
     let first_package = machine.cores.first().map(|c| c.package);
     let cores_per_socket = machine
         .cores
@@ -216,7 +226,7 @@ fn plan_runs(
         counts.push((m, core_counts(cores, m, cores_per_socket, numa, available)?));
         if m > available {
             notes.push(format!(
-                "{m} threads but {available} CPU(s): the m-core configuration runs on {available} cores (more threads than cores)"
+                "{m} threads but {available} core(s): the m-core configuration runs on {available} cores (more threads than cores)"
             ));
         }
     }
@@ -247,9 +257,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.repeat == 0 {
         return Err(bad_input("--repeat must be at least 1"));
     }
-    if !(args.interval >= 0.1 && args.interval.is_finite()) {
+    if !(0.1..=60_000.0).contains(&args.interval) {
         return Err(bad_input(format!(
-            "--interval {} ms: give at least 0.1 ms",
+            "--interval {} ms: give 0.1 ms to 60000 ms",
             args.interval
         )));
     }
@@ -313,6 +323,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     interval,
                     probe.as_deref(),
                     args.sched_trace,
+                    if counted { r - args.warmup + 1 } else { 0 },
                 )?;
                 bar.inc(1);
                 if let Some(code) = result.exit_status.filter(|&c| c != 0) {
@@ -379,6 +390,7 @@ fn one_run(
     interval: Duration,
     probe: Option<&Path>,
     sched_trace: bool,
+    repeat: u32,
 ) -> anyhow::Result<RunResult> {
     let run = RunDir::create(&root.join(name)).map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut meta = Meta::new(command.to_vec());
@@ -411,7 +423,16 @@ fn one_run(
         counters: counters_wanted(),
     })
     .map_err(|e| match e {
-        launch::LaunchError::Spawn { .. } => bad_input(e.to_string()),
+        launch::LaunchError::Spawn { ref source, .. } => {
+            // As the shell and `contend record`: 126 not executable, 127 not found.
+            let code = if source.kind() == std::io::ErrorKind::PermissionDenied {
+                126
+            } else {
+                127
+            };
+            eprintln!("contend: error: {e}");
+            std::process::exit(code);
+        }
         other => anyhow::Error::new(other),
     })?;
     super::record::fill_meta(&mut meta, &outcome, Some(interval), false);
@@ -429,20 +450,29 @@ fn one_run(
     let report = super::report::json_of_run(run.path())?;
     let num = |v: &serde_json::Value| v.as_f64();
     let activity = &report["activity"];
+    let required = |field: &str| {
+        num(&activity[field]).ok_or_else(|| {
+            anyhow::anyhow!(
+                "{}: no service-time samples ({field} missing): the program ended before the first sample?",
+                run.path().display()
+            )
+        })
+    };
     let elapsed = outcome.monotonic_span[1].saturating_sub(outcome.monotonic_span[0]) as f64;
     Ok(RunResult {
         threads: m,
         cores: n,
-        repeat: 0,
+        repeat,
         run: run
             .path()
             .file_name()
             .map(|f| f.to_string_lossy().into_owned())
             .unwrap_or_default(),
         elapsed_ns: elapsed,
-        service_ns: num(&activity["service_ns"]).unwrap_or(0.0),
-        runq_wait_ns: num(&activity["runq_wait_ns"]).unwrap_or(0.0),
-        active_threads: num(&activity["active_threads"]).unwrap_or(0.0),
+        service_ns: required("service_ns")?,
+        runq_wait_ns: required("runq_wait_ns")?,
+        active_threads: required("active_threads")?,
+        coverage_pct: num(&activity["coverage_pct"]),
         active_threads_listing_3_3: num(&activity["active_threads_listing_3_3"]),
         modelled_active_threads: activity["modelled_active_threads"]
             .as_array()
@@ -457,6 +487,7 @@ fn one_run(
         } else {
             WorkUnit::OnCpuNs
         },
+        cpu_ns: outcome.cpu_ns.unwrap_or(0) as f64,
         llc_misses: counted("llc-misses"),
         llc_references: counted("llc-references"),
         lock_wait_ns: num(&report["locks"]["summary"]["wait_ns"]),
@@ -472,7 +503,7 @@ fn model(
     runs: Vec<RunResult>,
     cores_per_socket: u32,
     numa: bool,
-    notes: Vec<String>,
+    mut notes: Vec<String>,
     interval: Duration,
 ) -> ScaleResult {
     let mut configurations = Vec::new();
@@ -487,16 +518,27 @@ fn model(
             let pick =
                 |f: fn(&RunResult) -> f64| -> Vec<f64> { these.iter().map(|r| f(r)).collect() };
             let elapsed = spread(&pick(|r| r.elapsed_ns));
-            let work = spread(&pick(|r| r.work));
             let active = spread(&pick(|r| r.active_threads));
             let waiting = spread(&pick(|r| r.runq_wait_ns / r.elapsed_ns.max(1.0)));
             let service = spread(&pick(|r| r.service_ns));
             let lock_waits: Vec<f64> = these.iter().filter_map(|r| r.lock_wait_ns).collect();
+            let coverage: Vec<f64> = these.iter().filter_map(|r| r.coverage_pct).collect();
+            if let Some(c) = Spread::of(&coverage).map(|s| s.min).filter(|&c| c < 90.0) {
+                notes.push(format!(
+                    "{m} threads on {n} core(s): the samples cover only {c:.0} % of the program's CPU time in one run: A is underestimated (a longer run, or --interval 1)"
+                ));
+            }
             // Cycles only if every run of the configuration counted them.
             let unit = if these.iter().all(|r| r.unit == WorkUnit::Cycles) && !these.is_empty() {
                 WorkUnit::Cycles
             } else {
                 WorkUnit::OnCpuNs
+            };
+            // One unit per configuration: cycles only when every run counted them.
+            let work = if unit == WorkUnit::Cycles {
+                spread(&pick(|r| r.work))
+            } else {
+                spread(&pick(|r| r.cpu_ns))
             };
             let optional = |f: fn(&RunResult) -> Option<f64>| {
                 let v: Vec<f64> = these.iter().filter_map(|r| f(r)).collect();
@@ -683,7 +725,7 @@ mod tests {
         assert_eq!(core_counts(&given, 2, 2, false, 2).unwrap(), vec![1, 2]);
         assert!(core_counts(&["3".to_string()], 2, 2, false, 2)
             .unwrap_err()
-            .contains("2 online CPU"));
+            .contains("2 core(s)"));
         assert!(core_counts(&["x".to_string()], 2, 2, false, 2)
             .unwrap_err()
             .contains("`x`"));
