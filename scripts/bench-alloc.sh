@@ -17,8 +17,8 @@ for ((i = 0; i < rounds; i++)); do
   for mode in $modes; do
     case $mode in
       bare) line=$("$work/alloc_cost" "$pairs") ;;
-      locks) line=$("$contend" record -o "$work/run" --locks -- "$work/alloc_cost" "$pairs" 2>/dev/null) ;;
-      alloc-sites) line=$("$contend" record -o "$work/run" --locks --alloc-sites -- "$work/alloc_cost" "$pairs" 2>/dev/null) ;;
+      locks) line=$("$contend" record -o "$work/run" --interval "${INTERVAL:-0}" --locks -- "$work/alloc_cost" "$pairs" 2>/dev/null) ;;
+      alloc-sites) line=$("$contend" record -o "$work/run" --interval "${INTERVAL:-0}" --locks --alloc-sites -- "$work/alloc_cost" "$pairs" 2>/dev/null) ;;
     esac
     rm -rf "$work"/run*
     results[$mode]+="${line#ns_per_pair } "

@@ -18,12 +18,12 @@ seconds() { local t0 t1; t0=$(date +%s.%N); "$@" > /dev/null 2>&1; t1=$(date +%s
 declare -A results
 for ((i = 0; i < rounds; i++)); do
   results[bare]+="$(seconds pigz -p 2 -c "$work/input") "
-  results[full]+="$(seconds "$contend" record -o "$work/run" --locks -- pigz -p 2 -c "$work/input") "
+  results[full]+="$(seconds "$contend" record -o "$work/run" --interval "${INTERVAL:-0}" --locks -- pigz -p 2 -c "$work/input") "
   rm -rf "$work"/run*
-  results[sampled]+="$(seconds "$contend" record -o "$work/run" --locks=sampled -- pigz -p 2 -c "$work/input") "
+  results[sampled]+="$(seconds "$contend" record -o "$work/run" --interval "${INTERVAL:-0}" --locks=sampled -- pigz -p 2 -c "$work/input") "
   rm -rf "$work"/run*
 done
-"$contend" record -o "$work/run" --locks -- pigz -p 2 -c "$work/input" > /dev/null
+"$contend" record -o "$work/run" --interval "${INTERVAL:-0}" --locks -- pigz -p 2 -c "$work/input" > /dev/null
 events=$("$contend" report --json "$work/run" 2>/dev/null | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["events"], d["locks"]["summary"]["events"])')
 median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 bare=$(echo "${results[bare]}" | median)

@@ -18,7 +18,7 @@ for ((i = 0; i < rounds; i++)); do
   for mode in $modes; do
     case $mode in
       bare) line=$("$work/lock_pair_cost" "$pairs") ;;
-      *) line=$("$contend" record -o "$work/run" --locks="$mode" -- "$work/lock_pair_cost" "$pairs" 2>/dev/null)
+      *) line=$("$contend" record -o "$work/run" --interval "${INTERVAL:-0}" --locks="$mode" -- "$work/lock_pair_cost" "$pairs" 2>/dev/null)
          rm -rf "$work"/run* ;;
     esac
     results[$mode]+="${line#ns_per_pair } "

@@ -747,7 +747,7 @@ fn sigterm_to_record_reaches_the_program_and_the_run_is_kept() {
     // `sleep` stands for a long-running program; contend gets SIGTERM (as from a job
     // scheduler or `timeout`), passes it on, and still writes the run.
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(CONTEND)
+    let child = Command::new(CONTEND)
         .args(["record", "-o", "run", "--", "sleep", "30"])
         .current_dir(dir.path())
         .stdout(Stdio::null())
