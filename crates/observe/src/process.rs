@@ -411,8 +411,15 @@ mod tests {
 
         stop_tx.send(()).unwrap();
         helper.join().unwrap();
-        // The joined thread is gone: reading it is "gone", not an error.
+        // The joined thread is gone: reading it is "gone", not an error. `join` returns when the
+        // kernel clears the thread's tid word, a moment before its /proc entry goes: wait for it.
         let mut reader = ProcReader::new();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        while reader.thread(pid, helper_tid).unwrap().is_some()
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         assert_eq!(reader.thread(pid, helper_tid).unwrap(), None);
 
         if Path::new("/proc/self/numa_maps").exists() {

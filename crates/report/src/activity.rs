@@ -50,6 +50,8 @@ pub struct ActivityView {
     /// CPU time the hypervisor took from the machine's CPUs during the run, ns (all CPUs):
     /// threads that had work then show it as blocked time.
     pub steal_ns: Option<u64>,
+    /// Where the figures come from, in words (schedstat; sched tracepoints and their gaps).
+    pub sources: Vec<String>,
     /// Counter totals over the program (hardware ones only where the machine has a PMU).
     pub counters: Vec<trace::meta::CounterTotal>,
     /// Counters asked for but not counted, with the reason.
@@ -110,6 +112,7 @@ impl ActivityView {
             sampler_cpu_pct: sampling
                 .filter(|s| s.wall_ns > 0)
                 .map(|s| 100.0 * s.sampler_cpu_ns as f64 / s.wall_ns as f64),
+            sources: sources(meta),
             counters: meta
                 .work
                 .as_ref()
@@ -125,6 +128,38 @@ impl ActivityView {
             timeline: service.timeline,
         }
     }
+}
+
+/// The sources of a run's activity figures, one line each.
+fn sources(meta: &trace::Meta) -> Vec<String> {
+    let mut out = vec![
+        "service and run-queue wait: /proc/PID/task/TID/schedstat (ns), each interval".to_string(),
+    ];
+    match meta.sampling.as_ref().and_then(|s| s.sched_trace.as_ref()) {
+        Some(t) => out.push(format!(
+            "scheduler states: sched tracepoints, {} state changes ({} records lost, {} gaps in the CPUs' switch chains): in the Perfetto export",
+            t.state_changes, t.lost, t.switch_gaps
+        )),
+        None => {
+            let why = meta
+                .unavailable
+                .iter()
+                .find(|u| u.what.contains("sched tracepoints"))
+                .map_or("not asked for".to_string(), |u| u.why.clone());
+            out.push(format!("scheduler states: not recorded ({why})"));
+        }
+    }
+    out.push(
+        match meta
+            .work
+            .as_ref()
+            .map(|w| w.counters.iter().any(|c| c.counter == "cycles"))
+        {
+            Some(true) => "work: cycles (hardware counters)".to_string(),
+            _ => "work: CPU time (wait4, and task-clock); no hardware counters".to_string(),
+        },
+    );
+    out
 }
 
 fn ms(ns: u64) -> String {
@@ -217,6 +252,9 @@ pub fn render(v: &ActivityView, top: usize) -> String {
         ]);
     }
     let _ = writeln!(out, "{t}");
+    for line in &v.sources {
+        let _ = writeln!(out, "source: {line}");
+    }
     if let Some(c) = v.coverage_pct.filter(|&c| c < 90.0) {
         let _ = writeln!(
             out,

@@ -766,7 +766,7 @@ mod tests {
         assert!(!p.numa);
         assert_eq!(p.counts, vec![(4, vec![1, 2])]);
         assert!(
-            p.notes[0].contains("4 threads but 2 CPU(s)"),
+            p.notes[0].contains("4 threads but 2 core(s)"),
             "{:?}",
             p.notes
         );
