@@ -181,7 +181,8 @@ pub struct Configuration {
     pub elapsed_ns: f64,
     /// τ: total service time, summed over threads.
     pub service_ns: f64,
-    /// A(m, n), measured (listing 3.3).
+    /// A(m, n), measured: `contend scale` gives (service + run-queue wait)/T from schedstat
+    /// (docs/methodology.md §5.1 says why rather than listing 3.3, which also works here).
     pub active_threads: f64,
     /// C(n) in `unit`.
     pub work: f64,

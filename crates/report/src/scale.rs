@@ -53,19 +53,19 @@ pub fn verdict(m: &ScalingModel) -> String {
         m.threads, m.cores, m.measured_speedup, m.predicted_speedup, ideal
     );
     if lost > 0.05 {
-        let part = |x: f64, what: &str| {
+        let part = |x: f64, what: &str, symbol: &str| {
             if x > 0.0 {
-                format!("{x:.2} ({:.0} %) to {what}", 100.0 * x / lost)
+                format!("{x:.2} ({:.0} %) to {what} ({symbol})", 100.0 * x / lost)
             } else {
-                format!("none to {what} ({x:+.2})")
+                format!("none to {what} ({symbol} = {x:+.2})")
             }
         };
         let _ = write!(
             text,
-            " Of the {lost:.2} threads' worth of speed-up lost: {} (ω = {:+.3}), {}.",
-            part(r, "memory/hardware contention"),
+            " Of the {lost:.2} threads' worth of speed-up lost: {} with ω = {:+.3}; {}.",
+            part(r, "memory/hardware contention", "R = A − P"),
             m.omega,
-            part(d, "waiting on other threads or resources (D = m − A)"),
+            part(d, "waiting on other threads or resources", "D = m − A"),
         );
         if let Some(l) = &m.locks {
             match l.explained_pct {

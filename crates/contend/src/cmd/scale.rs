@@ -88,6 +88,7 @@ pub struct RunResult {
     pub work: f64,
     pub unit: WorkUnit,
     /// User + system CPU time from wait4, ns (the work when not every run counted cycles).
+    #[serde(default)]
     pub cpu_ns: f64,
     pub llc_misses: Option<f64>,
     pub llc_references: Option<f64>,
