@@ -460,8 +460,11 @@ impl State {
 
     /// One sampling round at `ts`; false once every sampled process is gone.
     fn round(&mut self, ts: u64) -> bool {
-        if self.options.follow_children && (self.first_round || self.rounds.is_multiple_of(5)) {
-            self.find_children();
+        if self.options.follow_children {
+            // Every round the processes' main threads (where most programs start theirs), every
+            // fifth round all threads: a child is then counted from its first interval, not
+            // with all it did before it was found lumped into one.
+            self.find_children(!(self.first_round || self.rounds.is_multiple_of(5)));
         }
         let mut seen: BTreeSet<u32> = BTreeSet::new();
         let processes: Vec<u32> = self.processes.iter().copied().collect();
@@ -508,12 +511,18 @@ impl State {
         !self.processes.is_empty()
     }
 
-    /// Adds the descendants of the sampled processes (from each thread's `children` file).
-    fn find_children(&mut self) {
+    /// Adds the descendants of the sampled processes (from the threads' `children` files;
+    /// only the main thread's when `main_only`).
+    fn find_children(&mut self, main_only: bool) {
         let mut queue: Vec<u32> = self.processes.iter().copied().collect();
         while let Some(pid) = queue.pop() {
-            let Ok(Some(tids)) = self.reader.thread_ids(pid) else {
-                continue;
+            let tids = if main_only {
+                vec![pid]
+            } else {
+                match self.reader.thread_ids(pid) {
+                    Ok(Some(tids)) => tids,
+                    _ => continue,
+                }
             };
             for tid in tids {
                 let path = format!("/proc/{pid}/task/{tid}/children");
@@ -717,6 +726,10 @@ impl State {
                         && !self.live.contains_key(&child_tid)
                     {
                         self.pending.entry(child_tid).or_default();
+                        // A new process (not a thread) is sampled from the next round on.
+                        if self.options.follow_children && is_process(child_tid) {
+                            self.processes.insert(child_tid);
+                        }
                     }
                 }
             }
@@ -847,6 +860,15 @@ impl State {
             late_rounds: self.late,
         }
     }
+}
+
+/// Whether `tid` leads its thread group (a process, not another thread of one).
+fn is_process(tid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{tid}/status"))
+        .ok()
+        .map(|t| crate::task::parse_status(&t))
+        .and_then(|s| s.tgid)
+        == Some(tid)
 }
 
 /// The steal time of all CPUs from `/proc/stat`'s `cpu` line (its 8th value), in clock
