@@ -305,6 +305,51 @@ pub fn render(v: &ActivityView, top: usize) -> String {
     out
 }
 
+/// Where the threads' blocked time went, when locks were recorded in the same run: lock,
+/// condition and barrier waits against the blocked time the sampler saw (both summed over
+/// threads). A line of text, or nothing without locks.
+pub fn blocked_explained(v: &ActivityView, locks: &analysis::locks::LockReport) -> String {
+    let blocked = v.blocked_ns as f64;
+    if blocked <= 0.0 {
+        return String::new();
+    }
+    let lock = locks.summary.wait_ns as f64;
+    let cond = locks.conds.iter().map(|c| c.wait_ns).sum::<u64>() as f64;
+    let barrier = locks.barriers.iter().map(|b| b.wait_ns).sum::<u64>() as f64;
+    let pct = |x: f64| 100.0 * x / blocked;
+    let rest = blocked - lock - cond - barrier;
+    let mut out = format!(
+        "Blocked time, all threads: {:.3} s; lock waits {:.3} s ({:.0} %), condition waits {:.3} s ({:.0} %), barrier waits {:.3} s ({:.0} %); ",
+        blocked / 1e9,
+        lock / 1e9,
+        pct(lock),
+        cond / 1e9,
+        pct(cond),
+        barrier / 1e9,
+        pct(barrier)
+    );
+    if rest >= 0.0 {
+        let _ = write!(
+            out,
+            "the other {:.3} s ({:.0} %) went to sleeps, I/O, thread joins and other waits contend does not trace.",
+            rest / 1e9,
+            pct(rest)
+        );
+    } else {
+        // A waiter that spins before sleeping is on a CPU, so its wait is not blocked time.
+        let _ = write!(
+            out,
+            "the waits exceed the blocked time by {:.3} s: part of them was spent spinning on a CPU.",
+            -rest / 1e9
+        );
+    }
+    if locks.sample_every > 1 {
+        out.push_str(" (Lock waits are all recorded in sampled mode; holds are estimated.)");
+    }
+    out.push('\n');
+    out
+}
+
 /// Running and waiting threads over time (SVG). A running thread's on-CPU time in schedstat
 /// advances at scheduler ticks and switches, so single intervals jitter by about a tick
 /// (10 ms samples at HZ=250 read 8 or 12 ms): the lines are centred moving averages over
@@ -372,4 +417,55 @@ pub fn timeline_svg(v: &ActivityView, title: &str) -> String {
             },
         ],
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(blocked_ns: u64) -> ActivityView {
+        ActivityView {
+            elapsed_ns: 1,
+            elapsed_from_samples: false,
+            interval_ns: 10_000_000,
+            service_ns: 0,
+            runq_wait_ns: 0,
+            blocked_ns,
+            running_threads: 0.0,
+            active_threads: 0.0,
+            active_threads_listing_3_3: None,
+            modelled_active_threads: Vec::new(),
+            max_threads: 0,
+            cpu_ns: None,
+            steal_ns: None,
+            coverage_pct: None,
+            sampler_cpu_pct: None,
+            sources: Vec::new(),
+            counters: Vec::new(),
+            counters_unavailable: Vec::new(),
+            threads: Vec::new(),
+            timeline: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn blocked_time_is_split_into_the_waits_that_explain_it() {
+        let input = analysis::locks::LockInput::default();
+        let mut locks = analysis::locks::analyze(&input, &analysis::locks::Filter::default());
+        locks.summary.wait_ns = 600_000_000;
+        let line = blocked_explained(&view(1_000_000_000), &locks);
+        assert!(
+            line.contains("lock waits 0.600 s (60 %)")
+                && line.contains("condition waits 0.000 s (0 %)")
+                && line.contains("the other 0.400 s (40 %)"),
+            "{line}"
+        );
+        locks.summary.wait_ns = 1_500_000_000;
+        let line = blocked_explained(&view(1_000_000_000), &locks);
+        assert!(
+            line.contains("exceed the blocked time by 0.500 s"),
+            "{line}"
+        );
+        assert_eq!(blocked_explained(&view(0), &locks), "");
+    }
 }

@@ -283,6 +283,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         if let Some(a) = &loaded.activity {
             println!();
             print!("{}", report::activity::render(&a.view, args.top_threads));
+            if let Some((r, _)) = &loaded.locks {
+                print!("{}", report::activity::blocked_explained(&a.view, r));
+            }
         }
         if let Some((r, naming)) = &loaded.locks {
             println!();
