@@ -7,3 +7,4 @@ pub mod clock;
 pub mod locks;
 pub mod service;
 pub mod stats;
+pub mod waitstates;
