@@ -538,8 +538,8 @@ impl State {
         }
     }
 
-    /// Samples one thread; false when it has gone. Its `/proc` files stay open between
-    /// rounds and are re-read with `pread` (one system call per file instead of three);
+    /// Samples one thread; false when it has gone. Its `schedstat` stays open between rounds
+    /// and is re-read with `pread` (one system call instead of three);
     /// `schedstat` every round, `stat` and `status` (state, CPU, name, switch counts) every
     /// fifth: at 10 ms, a round costs about 2 µs per thread.
     fn sample_thread(&mut self, pid: u32, tid: u32, ts: u64) -> bool {

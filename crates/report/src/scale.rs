@@ -245,12 +245,18 @@ pub fn render(v: &ScaleView<'_>) -> String {
             .iter()
             .filter_map(|&n| q.predicted_omega(n).map(|w| format!("ω({n}) = {w:+.3}")))
             .collect();
+        // Rates of memory requests per unit of work: per cycle, or per ns of CPU time.
+        let per = match q.unit {
+            WorkUnit::Cycles => "per cycle",
+            WorkUnit::OnCpuNs => "per CPU ns",
+        };
         let _ = writeln!(
             out,
-            "memory queue (eq. 3.6), {threads} threads, fit over n = {:?}: μ = {}, L = {} per core; μ/r = {:.4e}, L/r = {:.4e}{}",
+            "memory queue (eq. 3.6), {threads} threads, fit over n = {:?}: μ = {}, L = {} per core; μ/r = {:.4e} {per}, L/r = {:.4e} {per}{}",
             q.cores_used,
-            q.mu.map_or("n/a (no LLC misses counted)".into(), |m| format!("{m:.4e}")),
-            q.l.map_or("n/a".into(), |l| format!("{l:.4e}")),
+            q.mu
+                .map_or("n/a (no LLC misses counted)".into(), |m| format!("{m:.4e} {per}")),
+            q.l.map_or("n/a".into(), |l| format!("{l:.4e} {per}")),
             q.mu_over_r,
             q.l_over_r,
             if predicted.is_empty() {

@@ -349,7 +349,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         for note in report::locks::unmatched_notes(r) {
             eprintln!("contend: note: {note}");
         }
-        write_lock_exports(r, naming, &loaded.meta, &args.locks)?;
+        write_lock_exports(r, naming, &args.locks)?;
     }
     Ok(())
 }
@@ -367,10 +367,8 @@ fn create(path: &std::path::Path) -> anyhow::Result<Box<dyn std::io::Write>> {
 fn write_lock_exports(
     r: &analysis::locks::LockReport,
     naming: &report::locks::Naming,
-    meta: &trace::Meta,
     args: &LockArgs,
 ) -> anyhow::Result<()> {
-    let _ = meta;
     let profile = report::lock_exports::profile(r, naming);
     if let Some(path) = &args.pprof {
         export::pprof::write(&profile, create(path)?)?;
