@@ -21,6 +21,9 @@ command -v strip >/dev/null || need_pkgs+=(binutils)  # stripped binaries in sym
 command -v python3 >/dev/null || need_pkgs+=(python3) # the `where` tests' target; trace_processor
 command -v node >/dev/null || need_pkgs+=(nodejs)     # runs Perfetto's trace_processor (WebAssembly)
 command -v go >/dev/null || [ -n "${GO:-}" ] || need_pkgs+=(golang-go)  # go tool pprof reads the lock profiles
+# The MPI tests run every example with both MPIs, each with its own mpicc and mpirun.
+command -v mpicc.openmpi >/dev/null || need_pkgs+=(openmpi-bin libopenmpi-dev)
+command -v mpicc.mpich >/dev/null || need_pkgs+=(mpich libmpich-dev)
 if ((${#need_pkgs[@]})); then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}"

@@ -5,6 +5,7 @@ pub mod activity;
 pub mod allocs;
 pub mod clock;
 pub mod locks;
+pub mod mpi;
 pub mod service;
 pub mod stats;
 pub mod waitstates;

@@ -135,13 +135,16 @@ pub struct Thresholds {
 /// Scalasca's wait-state patterns. Each instance belongs to exactly one: Scalasca's inclusive
 /// "Late Sender" is `LateSender` + `LateSenderWrongOrder`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Pattern {
     LateSender,
     LateSenderWrongOrder,
     LateReceiver,
     WaitAtBarrier,
     BarrierCompletion,
+    #[serde(rename = "wait-at-nxn")]
     WaitAtNxN,
+    #[serde(rename = "nxn-completion")]
     NxNCompletion,
     LateBroadcast,
     EarlyReduce,
@@ -149,6 +152,51 @@ pub enum Pattern {
 }
 
 impl Pattern {
+    pub const ALL: [Pattern; 10] = [
+        Pattern::LateSender,
+        Pattern::LateSenderWrongOrder,
+        Pattern::LateReceiver,
+        Pattern::WaitAtBarrier,
+        Pattern::BarrierCompletion,
+        Pattern::WaitAtNxN,
+        Pattern::NxNCompletion,
+        Pattern::LateBroadcast,
+        Pattern::EarlyReduce,
+        Pattern::EarlyScan,
+    ];
+
+    /// Scalasca's name.
+    pub fn title(self) -> &'static str {
+        match self {
+            Pattern::LateSender => "Late Sender",
+            Pattern::LateSenderWrongOrder => "Late Sender, Wrong Order",
+            Pattern::LateReceiver => "Late Receiver",
+            Pattern::WaitAtBarrier => "Wait at Barrier",
+            Pattern::BarrierCompletion => "Barrier Completion",
+            Pattern::WaitAtNxN => "Wait at N x N",
+            Pattern::NxNCompletion => "N x N Completion",
+            Pattern::LateBroadcast => "Late Broadcast",
+            Pattern::EarlyReduce => "Early Reduce",
+            Pattern::EarlyScan => "Early Scan",
+        }
+    }
+
+    /// A name for JSON keys and options: `late-sender`, `wait-at-nxn`, ...
+    pub fn slug(self) -> &'static str {
+        match self {
+            Pattern::LateSender => "late-sender",
+            Pattern::LateSenderWrongOrder => "late-sender-wrong-order",
+            Pattern::LateReceiver => "late-receiver",
+            Pattern::WaitAtBarrier => "wait-at-barrier",
+            Pattern::BarrierCompletion => "barrier-completion",
+            Pattern::WaitAtNxN => "wait-at-nxn",
+            Pattern::NxNCompletion => "nxn-completion",
+            Pattern::LateBroadcast => "late-broadcast",
+            Pattern::EarlyReduce => "early-reduce",
+            Pattern::EarlyScan => "early-scan",
+        }
+    }
+
     pub fn is_collective(self) -> bool {
         !matches!(
             self,

@@ -48,6 +48,55 @@ pub const SERIALISED: Example = Example {
     about: "the same compute done under one mutex, `big_lock`, 25 ms at a time: one thread active at a time, the other waiting for the lock",
 };
 
+/// The MPI examples (examples/mpi), for the demo's MPI section.
+pub const MPI_LATE_SENDER: Example = Example {
+    name: "late_sender",
+    source: include_str!("../../../examples/mpi/late_sender.c"),
+    about: "2 ranks; rank 0 sleeps 100 ms before each MPI_Send, so rank 1 waits in MPI_Recv",
+};
+
+pub const MPI_NXN: Example = Example {
+    name: "nxn",
+    source: include_str!("../../../examples/mpi/nxn.c"),
+    about: "3 ranks; rank 2 sleeps 100 ms before each MPI_Allreduce, the others wait for it",
+};
+
+/// An MPI compiler wrapper on PATH (Open MPI's first) and its launcher, if any is installed.
+pub fn mpi_toolchain() -> Option<(&'static str, &'static str)> {
+    let on_path = |c: &str| {
+        std::env::var_os("PATH")
+            .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(c).is_file()))
+    };
+    [
+        ("mpicc.openmpi", "mpirun.openmpi"),
+        ("mpicc.mpich", "mpirun.mpich"),
+        ("mpicc", "mpirun"),
+    ]
+    .into_iter()
+    .find(|(cc, run)| on_path(cc) && on_path(run))
+}
+
+/// Compiles an MPI example with `mpicc` into `dir`.
+pub fn build_mpi(example: &Example, mpicc: &str, dir: &Path) -> anyhow::Result<PathBuf> {
+    let src = dir.join(format!("{}.c", example.name));
+    let exe = dir.join(example.name);
+    std::fs::write(&src, example.source).with_context(|| format!("writing {}", src.display()))?;
+    let out = Command::new(mpicc)
+        .args(["-O2", "-g", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .with_context(|| format!("running {mpicc}"))?;
+    if !out.status.success() {
+        bail!(
+            "{mpicc} failed to build {}:\n{}",
+            example.name,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(exe)
+}
+
 /// The C compiler to use: `$CC`, else `cc`.
 pub fn compiler() -> String {
     std::env::var("CC").unwrap_or_else(|_| "cc".to_string())

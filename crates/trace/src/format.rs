@@ -271,6 +271,24 @@ pub enum EventKind {
     /// ([`crate::sched::State`]), `site` the CPU (when running, else 0xFFFF), `obj` the waking
     /// thread for a wake-up, else 0.
     SchedState,
+    /// An MPI call began (the first record of a call group, see [`crate::mpi`]): `aux` the
+    /// function code, `site` the call site, `obj` the communicator's local id.
+    MpiEnter,
+    /// An argument of the current MPI call group: `aux` the argument code, `site` and `obj`
+    /// bits 32..47 and 0..31 of its 48-bit value.
+    MpiArg,
+    /// The MPI call returned (the group's last record): `aux` the function code, `obj` the
+    /// return value.
+    MpiExit,
+    /// A communicator was defined (`aux` 0) or freed (1): `obj` its local id.
+    MpiComm,
+    /// The defining `MpiComm`'s identity and members: `obj` a string id.
+    MpiCommMembers,
+    /// A clock comparison with rank 0: `aux` the phase, `site` the round trips, `obj` the best
+    /// round trip in ns.
+    MpiClock,
+    /// Half of the preceding `MpiClock`'s offset: `aux` 0 bits 0..31, 1 bits 32..63.
+    MpiClockOffset,
     Unknown(u8),
 }
 
@@ -294,6 +312,13 @@ impl EventKind {
     pub const SWITCH_SAMPLE: u8 = 17;
     pub const RUNNABLE_SAMPLE: u8 = 18;
     pub const SCHED_STATE: u8 = 19;
+    pub const MPI_ENTER: u8 = 20;
+    pub const MPI_ARG: u8 = 21;
+    pub const MPI_EXIT: u8 = 22;
+    pub const MPI_COMM: u8 = 23;
+    pub const MPI_COMM_MEMBERS: u8 = 24;
+    pub const MPI_CLOCK: u8 = 25;
+    pub const MPI_CLOCK_OFFSET: u8 = 26;
 
     #[inline]
     pub fn from_u8(v: u8) -> EventKind {
@@ -317,6 +342,13 @@ impl EventKind {
             Self::SWITCH_SAMPLE => EventKind::SwitchSample,
             Self::RUNNABLE_SAMPLE => EventKind::RunnableSample,
             Self::SCHED_STATE => EventKind::SchedState,
+            Self::MPI_ENTER => EventKind::MpiEnter,
+            Self::MPI_ARG => EventKind::MpiArg,
+            Self::MPI_EXIT => EventKind::MpiExit,
+            Self::MPI_COMM => EventKind::MpiComm,
+            Self::MPI_COMM_MEMBERS => EventKind::MpiCommMembers,
+            Self::MPI_CLOCK => EventKind::MpiClock,
+            Self::MPI_CLOCK_OFFSET => EventKind::MpiClockOffset,
             other => EventKind::Unknown(other),
         }
     }
@@ -343,6 +375,13 @@ impl EventKind {
             EventKind::SwitchSample => Self::SWITCH_SAMPLE,
             EventKind::RunnableSample => Self::RUNNABLE_SAMPLE,
             EventKind::SchedState => Self::SCHED_STATE,
+            EventKind::MpiEnter => Self::MPI_ENTER,
+            EventKind::MpiArg => Self::MPI_ARG,
+            EventKind::MpiExit => Self::MPI_EXIT,
+            EventKind::MpiComm => Self::MPI_COMM,
+            EventKind::MpiCommMembers => Self::MPI_COMM_MEMBERS,
+            EventKind::MpiClock => Self::MPI_CLOCK,
+            EventKind::MpiClockOffset => Self::MPI_CLOCK_OFFSET,
             EventKind::Unknown(v) => v,
         }
     }
@@ -368,6 +407,13 @@ impl EventKind {
             EventKind::SwitchSample => "switch-sample",
             EventKind::RunnableSample => "runnable-sample",
             EventKind::SchedState => "sched-state",
+            EventKind::MpiEnter => "mpi-enter",
+            EventKind::MpiArg => "mpi-arg",
+            EventKind::MpiExit => "mpi-exit",
+            EventKind::MpiComm => "mpi-comm",
+            EventKind::MpiCommMembers => "mpi-comm-members",
+            EventKind::MpiClock => "mpi-clock",
+            EventKind::MpiClockOffset => "mpi-clock-offset",
             EventKind::Unknown(v) => return format!("unknown kind {v}"),
         }
         .to_string()
@@ -383,6 +429,12 @@ impl EventKind {
                 | EventKind::SwitchSample
                 | EventKind::RunnableSample
                 | EventKind::SchedState
+                | EventKind::MpiArg
+                | EventKind::MpiExit
+                | EventKind::MpiComm
+                | EventKind::MpiCommMembers
+                | EventKind::MpiClock
+                | EventKind::MpiClockOffset
                 | EventKind::Unknown(_)
         )
     }

@@ -357,7 +357,9 @@ impl<'a> Stream<'a> {
                     },
                 ));
             }
-            if r.kind == EventKind::Mark && r.obj != NO_STRING && !self.strings.contains_key(&r.obj)
+            if matches!(r.kind, EventKind::Mark | EventKind::MpiCommMembers)
+                && r.obj != NO_STRING
+                && !self.strings.contains_key(&r.obj)
             {
                 return Err(ReadError::at(
                     off + 12,

@@ -314,6 +314,74 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "*models*speedup",
     ])?;
 
+    section(
+        8,
+        "MPI wait states",
+        "`contend record --mpi` builds a PMPI wrapper with the program's own mpicc and has the\n\
+         launcher preload it into every rank; `contend report` finds Scalasca's wait states\n\
+         (late sender, late receiver, waits at barriers and collectives), who suffered them and\n\
+         who caused them, and where in the code.",
+    );
+    match examples::mpi_toolchain() {
+        None => println!(
+            "No MPI is installed, so this section is skipped. Install one to see it:\n  \
+             apt-get install openmpi-bin libopenmpi-dev   (Open MPI), or\n  \
+             apt-get install mpich libmpich-dev           (MPICH)"
+        ),
+        Some((mpicc, mpirun)) => {
+            println!(
+                "On `{}`: {}; then on `{}`: {}.\nBuilt with {mpicc}.\n",
+                examples::MPI_LATE_SENDER.name,
+                examples::MPI_LATE_SENDER.about,
+                examples::MPI_NXN.name,
+                examples::MPI_NXN.about
+            );
+            let late = examples::build_mpi(&examples::MPI_LATE_SENDER, mpicc, dir.path())?;
+            let nxn = examples::build_mpi(&examples::MPI_NXN, mpicc, dir.path())?;
+            let late_run = dir.path().join("late_sender.data");
+            let late_run_s = late_run.to_string_lossy().into_owned();
+            let mut launcher = vec![mpirun];
+            if mpirun.contains("openmpi") {
+                launcher.push("--oversubscribe");
+            }
+            let mut record = vec![
+                "record",
+                "--mpi",
+                "--interval",
+                "0",
+                "-o",
+                &late_run_s,
+                "--",
+            ];
+            record.extend(&launcher);
+            let late_s = late.to_string_lossy().into_owned();
+            record.extend(["-np", "2", &late_s, "100", "3"]);
+            contend(&record)?;
+            contend(&["report", &late_run_s])?;
+            let nxn_run = dir.path().join("nxn.data");
+            let nxn_run_s = nxn_run.to_string_lossy().into_owned();
+            let nxn_s = nxn.to_string_lossy().into_owned();
+            let mut record = vec!["record", "--mpi", "--interval", "0", "-o", &nxn_run_s, "--"];
+            record.extend(&launcher);
+            record.extend(["-np", "3", &nxn_s, "100", "3"]);
+            contend(&record)?;
+            println!(
+                "Two jobs compared as the thesis's tables 4.16–4.18 do, column by column of the summary:"
+            );
+            contend(&[
+                "diff",
+                &late_run_s,
+                &nxn_run_s,
+                "--metric",
+                "mpi.summary*.count",
+                "--metric",
+                "mpi.summary*.delay_total_ns",
+                "--metric",
+                "mpi.summary*.late_total_ns",
+            ])?;
+        }
+    }
+
     if args.keep {
         let kept = dir.keep();
         println!("build directory kept: {}", kept.display());

@@ -2,6 +2,7 @@
 
 pub mod demo;
 pub mod diff;
+pub mod mpi_runs;
 pub mod record;
 pub mod report;
 pub mod scale;

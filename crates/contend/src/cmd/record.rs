@@ -61,6 +61,15 @@ pub struct Args {
     /// How often the rings are drained, in ms.
     #[arg(long, value_name = "MS", default_value_t = 1)]
     poll_ms: u64,
+    /// Record an MPI job's calls in every rank (`contend record --mpi -- mpirun -np 4 ./app`;
+    /// also mpiexec, srun, or a single rank): contend builds its PMPI wrapper with the
+    /// program's own mpicc (cached) and has the launcher preload it into each rank.
+    #[arg(long, conflicts_with = "pid")]
+    mpi: bool,
+    /// With --mpi: the MPI the program uses, when contend cannot tell from the program
+    /// (openmpi or mpich).
+    #[arg(long, value_name = "IMPL", requires = "mpi", value_parser = parse_mpi_impl)]
+    mpi_impl: Option<observe::mpi::Implementation>,
     /// The program to run and its arguments (after `--`).
     #[arg(last = true, value_name = "CMD", required_unless_present = "pid")]
     command: Vec<String>,
@@ -89,6 +98,94 @@ impl std::str::FromStr for LockMode {
                 }),
         }
     }
+}
+
+fn parse_mpi_impl(s: &str) -> Result<observe::mpi::Implementation, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "openmpi" | "open-mpi" | "ompi" => Ok(observe::mpi::Implementation::OpenMpi),
+        "mpich" => Ok(observe::mpi::Implementation::Mpich),
+        _ => Err(format!(
+            "`{s}` is not an MPI contend knows: use openmpi or mpich"
+        )),
+    }
+}
+
+/// Prepares an MPI recording: the command with the wrapper preloaded in every rank, and the
+/// environment for the launcher. Problems the user can fix are bad input (exit 2).
+fn prepare_mpi(args: &Args, run: &RunDir) -> anyhow::Result<observe::mpi::Prepared> {
+    use observe::mpi::MpiError;
+    let dir = std::fs::canonicalize(run.path()).unwrap_or_else(|_| run.path().to_path_buf());
+    let cache = observe::mpi::default_cache();
+    match observe::mpi::prepare(&args.command, &dir, args.mpi_impl, &cache) {
+        Ok(p) => {
+            for n in &p.notices {
+                eprintln!("contend: note: {n}");
+            }
+            eprintln!(
+                "contend: recording MPI calls of every rank ({}; wrapper cached in {})",
+                p.implementation.name(),
+                cache.display()
+            );
+            Ok(p)
+        }
+        Err(
+            e
+            @ (MpiError::NoCompiler { .. } | MpiError::Unknown { .. } | MpiError::Mismatch { .. }),
+        ) => Err(bad_input(e.to_string())),
+        Err(e) => Err(anyhow::Error::new(e)),
+    }
+}
+
+/// The rank streams the wrapper wrote, for meta.json; refusals (a rank that loaded another MPI)
+/// go to `unavailable` and stderr.
+fn collect_mpi(run: &RunDir, meta: &mut Meta) -> usize {
+    let mut ranks = 0;
+    if let Ok(entries) = std::fs::read_dir(run.path().join("streams")) {
+        let mut found: Vec<(i32, String)> = entries
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let rank = name
+                    .strip_prefix("rank-")?
+                    .strip_suffix(".cst")?
+                    .parse()
+                    .ok()?;
+                Some((rank, name))
+            })
+            .collect();
+        found.sort();
+        for (rank, name) in found {
+            let file = format!("streams/{name}");
+            let (mut pid, mut events, mut dropped) = (0, 0, 0);
+            if let Ok(mapped) = trace::StreamFile::open(&run.path().join(&file)) {
+                if let Ok(stream) = mapped.parse() {
+                    pid = stream.header.pid;
+                    events = stream.events;
+                    dropped = stream.dropped;
+                }
+            }
+            meta.streams.push(trace::meta::StreamEntry {
+                file,
+                kind: trace::format::StreamKind::Rank,
+                pid,
+                tid: 0,
+                rank: Some(rank),
+                events,
+                dropped,
+                name: format!("rank {rank}"),
+            });
+            meta.events_dropped += dropped;
+            ranks += 1;
+        }
+    }
+    for why in observe::mpi::refusals(run.path()) {
+        eprintln!("contend: warning: {why}");
+        meta.unavailable.push(Unavailable {
+            what: "MPI calls of a rank".into(),
+            why,
+        });
+    }
+    ranks
 }
 
 /// The probe library: `$CONTEND_PROBE`, else beside this executable (where cargo builds it).
@@ -356,10 +453,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             meta.lock_sample_every = Some(mode.every);
         }
     }
+    let (command, env) = if args.mpi {
+        meta.captured.push("mpi".into());
+        let p = prepare_mpi(&args, &run)?;
+        (p.command, p.env)
+    } else {
+        (args.command.clone(), Vec::new())
+    };
     run.write_meta(&meta).map_err(|e| anyhow::anyhow!("{e}"))?;
 
     let outcome = launch::run(Plan {
-        command: &args.command,
+        command: &command,
         run: &run,
         locks: args.locks.zip(probe).map(|(mode, probe)| LockOptions {
             probe,
@@ -371,7 +475,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         sampling: sampling.clone(),
         cpus: cpus.clone(),
         capture_output: false,
-        env: Vec::new(),
+        env,
         counters: counters_wanted(),
     });
     let outcome = match outcome {
@@ -412,7 +516,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     );
     let elapsed_ns = outcome.monotonic_span[1].saturating_sub(outcome.monotonic_span[0]);
     meta.streams = outcome.streams;
+    let ranks = if args.mpi {
+        collect_mpi(&run, &mut meta)
+    } else {
+        0
+    };
     run.write_meta(&meta).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if args.mpi {
+        eprintln!("contend: {ranks} MPI rank trace(s) recorded");
+    }
     for note in &outcome.notes {
         eprintln!("contend: note: {note}");
     }

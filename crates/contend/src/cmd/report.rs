@@ -23,6 +23,28 @@ pub struct Args {
     top_threads: usize,
     #[command(flatten)]
     locks: LockArgs,
+    #[command(flatten)]
+    mpi: MpiArgs,
+}
+
+/// The MPI section's thresholds (the thesis's MPITool.conf) and other hosts' traces.
+#[derive(clap::Args)]
+struct MpiArgs {
+    /// Keep point-to-point wait states (Late Sender, Late Receiver) of at least this long,
+    /// e.g. 5ms.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "0")]
+    mpi_p2p_threshold: u64,
+    /// Keep collective wait states of at least this long.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "0")]
+    mpi_collective_threshold: u64,
+    /// Treat a standard-mode MPI_Send lasting at least this long as synchronous (rendezvous)
+    /// and look for a Late Receiver there too (MPI_Ssend always is).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    mpi_rendezvous: Option<u64>,
+    /// Also read the rank traces in this run directory (another host's, when the run
+    /// directory was not on a shared file system); repeatable.
+    #[arg(long, value_name = "DIR")]
+    mpi_from: Vec<PathBuf>,
 }
 
 /// Selecting and ordering what the locks section shows.
@@ -101,6 +123,7 @@ struct Loaded {
     summary: RunSummary,
     activity: Option<Activity>,
     locks: Option<(analysis::locks::LockReport, report::locks::Naming)>,
+    mpi: Option<(analysis::mpi::MpiRun, report::mpi::SiteNames)>,
 }
 
 /// The report of a run directory as `contend report RUN --json` prints it (default options):
@@ -193,11 +216,25 @@ fn load(args: &Args) -> anyhow::Result<Loaded> {
     } else {
         None
     };
+    let mut mpi_dirs = vec![args.run.clone()];
+    mpi_dirs.extend(args.mpi.mpi_from.iter().cloned());
+    let mpi = super::mpi_runs::load(&mpi_dirs)?.map(|(ranks, names)| {
+        let thresholds = analysis::waitstates::Thresholds {
+            p2p_min_ns: args.mpi.mpi_p2p_threshold,
+            collective_min_ns: args.mpi.mpi_collective_threshold,
+            rendezvous_send_ns: args.mpi.mpi_rendezvous,
+        };
+        (analysis::mpi::analyse(&ranks, thresholds), names)
+    });
+    if mpi.is_none() && meta.captured.iter().any(|c| c == "mpi") {
+        eprintln!("contend: note: this run was recorded with --mpi but holds no rank traces: the ranks did not call MPI_Init with the wrapper loaded (see the notes printed by contend record)");
+    }
     Ok(Loaded {
         meta,
         summary,
         activity,
         locks,
+        mpi,
     })
 }
 
@@ -267,6 +304,11 @@ fn to_json(loaded: &Loaded) -> anyhow::Result<serde_json::Value> {
             }
         }
     }
+    if let Some((run, names)) = &loaded.mpi {
+        let mut m = serde_json::to_value(run)?;
+        m["site_names"] = serde_json::to_value(names)?;
+        v["mpi"] = m;
+    }
     Ok(v)
 }
 
@@ -294,6 +336,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 sites_per_lock: 5,
             };
             print!("{}", report::locks::render(r, naming, &opts));
+        }
+        if let Some((run, names)) = &loaded.mpi {
+            println!();
+            print!("{}", report::mpi::render(run, names));
         }
     }
     if let (Some(path), Some(a)) = (&args.timeline, &loaded.activity) {
@@ -417,7 +463,9 @@ fn lock_report(
     let mut input = analysis::locks::LockInput::default();
     // Only the lock probe's streams: the sampler's (`sched-*`, `system`) carry no lock events
     // and count another clock.
-    let lock_streams = streams.iter().filter(|(file, _)| !is_sampler_stream(file));
+    let lock_streams = streams
+        .iter()
+        .filter(|(file, _)| !is_sampler_stream(file) && !super::mpi_runs::is_rank_stream(file));
     for (file, mapped) in lock_streams {
         // Already validated above; a second parse of a mapped file costs a few ns per event.
         let stream = mapped
@@ -470,7 +518,7 @@ fn base_name(file: &str) -> String {
 /// A call site as people read it: `function (file:line)` of the first frame, innermost first,
 /// that is not a library wrapper (the JSON keeps full frames); symbol+offset or module+offset
 /// where there is no line.
-fn site_name(f: &symbolize::Frame) -> String {
+pub(super) fn site_name(f: &symbolize::Frame) -> String {
     let mut frames: Vec<(Option<&str>, Option<&str>, Option<u32>)> =
         vec![(f.function.as_deref(), f.file.as_deref(), f.line)];
     frames.extend(

@@ -1,0 +1,455 @@
+use super::*;
+use crate::waitstates::Pattern;
+use trace::mpi::{arg, CallGroup, ClockSample, Function, MpiItem};
+
+const MS: u64 = 1_000_000;
+
+/// A rank stream under construction; times are given on rank 0's clock and written on the
+/// rank's own clock, `local = global - offset(global)`.
+struct Rank {
+    input: RankInput,
+    offset_at: fn(u64) -> i64,
+}
+
+fn world(size: u32) -> String {
+    let mut s = "world".to_string();
+    for r in 0..size {
+        s.push_str(&format!(" {r}"));
+    }
+    s
+}
+
+impl Rank {
+    fn new(rank: u32, size: u32, offset_at: fn(u64) -> i64) -> Rank {
+        let mut input = RankInput {
+            rank,
+            closed: true,
+            ..Default::default()
+        };
+        input.strings.insert(0, world(size));
+        input.strings.insert(1, format!("mpi.host=node{rank}"));
+        input.sites.insert(0, 0x401000);
+        input.sites.insert(1, 0x402000);
+        input.items.push(MpiItem::CommDefined {
+            ts: 0,
+            local: 0,
+            members: 0,
+        });
+        input.items.push(MpiItem::Mark { ts: 0, label: 1 });
+        Rank { input, offset_at }
+    }
+
+    fn local(&self, global: u64) -> u64 {
+        (global as i64 - (self.offset_at)(global)) as u64
+    }
+
+    /// A call on `MPI_COMM_WORLD`, or with no communicator for the calls that take none.
+    fn call(&mut self, f: Function, enter: u64, exit: u64, args: &[(u8, i64)]) -> &mut Rank {
+        use Function::*;
+        let comm = match f {
+            Init | InitThread | Finalize | Start | Startall | RequestFree | Wait | Waitall
+            | Waitany | Waitsome | Test | Testall | Testany | Testsome | Cancel => NO_COMM,
+            _ => 0,
+        };
+        self.call_at(f, enter, exit, args, comm, 0)
+    }
+
+    fn call_at(
+        &mut self,
+        f: Function,
+        enter: u64,
+        exit: u64,
+        args: &[(u8, i64)],
+        comm: u32,
+        site: u16,
+    ) -> &mut Rank {
+        let g = CallGroup {
+            enter: self.local(enter),
+            exit: self.local(exit),
+            function: f as u8,
+            site,
+            comm,
+            args: args.to_vec(),
+            ret: 0,
+        };
+        self.input.items.push(MpiItem::Call(g));
+        self
+    }
+
+    /// A clock measurement at global time `at` (phase 0 init, 1 finalize).
+    fn clock(&mut self, phase: u8, at: u64) -> &mut Rank {
+        let ts = self.local(at);
+        self.input.items.push(MpiItem::Clock(ClockSample {
+            ts,
+            phase,
+            round_trips: 10,
+            best_round_trip_ns: 2000,
+            offset_ns: (self.offset_at)(at),
+        }));
+        self
+    }
+}
+
+fn none(_: u64) -> i64 {
+    0
+}
+
+fn late_sender_pair(offset_of_rank1: fn(u64) -> i64) -> Vec<RankInput> {
+    let mut r0 = Rank::new(0, 2, none);
+    r0.call(Function::Init, 0, MS, &[]).clock(0, MS);
+    // Rank 0 sends at 300 ms; rank 1 has waited in its receive since 100 ms.
+    r0.call(
+        Function::Send,
+        300 * MS,
+        301 * MS,
+        &[(arg::DEST, 1), (arg::SEND_TAG, 7), (arg::BYTES_SENT, 64)],
+    );
+    r0.clock(1, 900 * MS)
+        .call(Function::Finalize, 900 * MS, 901 * MS, &[]);
+    let mut r1 = Rank::new(1, 2, offset_of_rank1);
+    r1.call(Function::Init, 0, MS, &[]).clock(0, MS);
+    r1.call_at(
+        Function::Recv,
+        100 * MS,
+        302 * MS,
+        &[
+            (arg::SOURCE, 0),
+            (arg::RECV_TAG, 7),
+            (arg::STATUS_SOURCE, 0),
+            (arg::STATUS_TAG, 7),
+            (arg::STATUS_BYTES, 64),
+        ],
+        0,
+        1,
+    );
+    r1.clock(1, 900 * MS)
+        .call(Function::Finalize, 900 * MS, 901 * MS, &[]);
+    vec![r0.input, r1.input]
+}
+
+fn late_sender_wait(run: &MpiRun) -> u64 {
+    let ls: Vec<_> = run
+        .waits
+        .instances
+        .iter()
+        .filter(|i| i.pattern == Pattern::LateSender)
+        .collect();
+    assert_eq!(ls.len(), 1, "{:?}", run.waits.instances);
+    assert_eq!((ls[0].rank, ls[0].cause), (1, Some(0)));
+    assert_eq!(ls[0].site, Some(0x402000));
+    ls[0].wait_ns
+}
+
+#[test]
+fn a_late_sender_on_one_clock_is_found_with_its_site() {
+    let run = analyse(&late_sender_pair(none), Thresholds::default());
+    assert_eq!(late_sender_wait(&run), 200 * MS);
+    assert_eq!(run.world_size, Some(2));
+    assert!(run.missing_ranks.is_empty());
+    assert_eq!(run.ranks[1].host.as_deref(), Some("node1"));
+    assert_eq!(run.ranks[1].running_ns, 899 * MS);
+    assert!(run.ranks.iter().all(|r| r.finalized && r.closed));
+}
+
+fn five_seconds_ahead(_: u64) -> i64 {
+    // Rank 1's clock reads 5 s more than rank 0's: add −5 s to it.
+    -5_000_000_000
+}
+
+fn ahead_and_drifting(global: u64) -> i64 {
+    // 3 s ahead of rank 0 at time 0, and gaining 100 µs per second of run (100 ppm).
+    -3_000_000_000 - (global / 10_000) as i64
+}
+
+#[test]
+fn clock_offsets_are_corrected() {
+    for offset in [five_seconds_ahead as fn(u64) -> i64, ahead_and_drifting] {
+        let run = analyse(&late_sender_pair(offset), Thresholds::default());
+        let wait = late_sender_wait(&run);
+        // Linear interpolation of a linear drift is exact but for rounding.
+        assert!(wait.abs_diff(200 * MS) <= 2, "{wait}");
+        assert_eq!(run.waits.counts.clock_violations_p2p, 0);
+    }
+    let run = analyse(&late_sender_pair(ahead_and_drifting), Thresholds::default());
+    let fit = run.ranks[1].clock;
+    assert_eq!(fit.at_init_ns, Some(-3_000_000_000 - 100));
+    // Per second of the rank's own clock, which runs 100 ppm fast.
+    let drift = fit.drift_ns_per_s.unwrap();
+    assert!((drift + 100_000.0).abs() < 20.0, "{drift}");
+}
+
+#[test]
+fn uncorrected_offsets_would_hide_the_wait() {
+    // The same trace with the clock samples removed: rank 1's receive appears 5 s after the
+    // send, so the 200 ms it waited disappear. The correction is what finds them.
+    let mut ranks = late_sender_pair(five_seconds_ahead);
+    ranks[1].items.retain(|i| !matches!(i, MpiItem::Clock(_)));
+    let run = analyse(&ranks, Thresholds::default());
+    assert!(run.waits.instances.is_empty());
+    assert_eq!(run.waits.counts.messages_matched, 1);
+    assert_eq!(run.ranks[1].clock.at_init_ns, None);
+}
+
+#[test]
+fn persistent_requests_become_one_message_per_start() {
+    let mut r0 = Rank::new(0, 2, none);
+    r0.call(
+        Function::SendInit,
+        MS,
+        MS,
+        &[
+            (arg::DEST, 1),
+            (arg::SEND_TAG, 3),
+            (arg::BYTES_SENT, 8),
+            (arg::REQUEST_CREATED, 1),
+        ],
+    );
+    let mut r1 = Rank::new(1, 2, none);
+    r1.call(
+        Function::RecvInit,
+        MS,
+        MS,
+        &[
+            (arg::SOURCE, 0),
+            (arg::RECV_TAG, 3),
+            (arg::REQUEST_CREATED, 1),
+        ],
+    );
+    // Two rounds: rank 0 starts its send 50 ms after rank 1 began waiting, each time.
+    for round in 0..2u64 {
+        let t = 100 * MS + round * 200 * MS;
+        r0.call(
+            Function::Start,
+            t + 50 * MS,
+            t + 50 * MS,
+            &[(arg::REQUEST_STARTED, 1)],
+        )
+        .call(
+            Function::Wait,
+            t + 50 * MS,
+            t + 51 * MS,
+            &[(arg::REQUEST_COMPLETED, 1)],
+        );
+        r1.call(Function::Start, t, t, &[(arg::REQUEST_STARTED, 1)])
+            .call(
+                Function::Wait,
+                t,
+                t + 51 * MS,
+                &[
+                    (arg::REQUEST_COMPLETED, 1),
+                    (arg::STATUS_SOURCE, 0),
+                    (arg::STATUS_TAG, 3),
+                    (arg::STATUS_BYTES, 8),
+                ],
+            );
+    }
+    r0.call(
+        Function::RequestFree,
+        600 * MS,
+        600 * MS,
+        &[(arg::REQUEST_FREED, 1)],
+    );
+    let run = analyse(&[r0.input, r1.input], Thresholds::default());
+    let ls: Vec<u64> = run.waits.instances.iter().map(|i| i.wait_ns).collect();
+    assert_eq!(ls, vec![50 * MS, 50 * MS]);
+    assert_eq!(run.waits.counts.messages_matched, 2);
+    assert_eq!(run.waits.counts.unknown_requests, 0);
+    assert_eq!(run.waits.counts.uncompleted_requests, 0);
+}
+
+#[test]
+fn sendrecv_is_a_send_and_a_receive_in_one_call() {
+    // A ring of two: rank 1 enters its Sendrecv 80 ms after rank 0, so rank 0's receive half
+    // waits 80 ms; rank 1's message from rank 0 was sent before it entered.
+    let mut ranks = Vec::new();
+    for (rank, enter) in [(0u32, 100 * MS), (1, 180 * MS)] {
+        let peer = 1 - i64::from(rank);
+        let mut r = Rank::new(rank, 2, none);
+        r.call(
+            Function::Sendrecv,
+            enter,
+            181 * MS,
+            &[
+                (arg::DEST, peer),
+                (arg::SEND_TAG, 0),
+                (arg::BYTES_SENT, 8),
+                (arg::SOURCE, peer),
+                (arg::RECV_TAG, 0),
+                (arg::STATUS_SOURCE, peer),
+                (arg::STATUS_TAG, 0),
+                (arg::STATUS_BYTES, 8),
+            ],
+        );
+        ranks.push(r.input);
+    }
+    let run = analyse(&ranks, Thresholds::default());
+    let found: Vec<(u32, u64)> = run
+        .waits
+        .instances
+        .iter()
+        .filter(|i| i.pattern == Pattern::LateSender)
+        .map(|i| (i.rank, i.wait_ns))
+        .collect();
+    assert_eq!(found, vec![(0, 80 * MS)]);
+    assert_eq!(run.waits.counts.messages_matched, 2);
+}
+
+#[test]
+fn a_rank_with_no_stream_is_named_and_the_others_analysed() {
+    let mut ranks = late_sender_pair(none);
+    for r in &mut ranks {
+        r.strings.insert(0, world(3));
+    }
+    ranks[1].closed = false;
+    let run = analyse(&ranks, Thresholds::default());
+    assert_eq!(run.world_size, Some(3));
+    assert_eq!(run.missing_ranks, vec![2]);
+    assert!(!run.ranks[1].closed);
+    assert_eq!(late_sender_wait(&run), 200 * MS);
+}
+
+#[test]
+fn split_communicators_match_by_identity_and_intercomm_calls_are_counted() {
+    // Ranks 0..3; {0,1} and {2,3} from one split: a barrier on each, rank 1 late by 40 ms and
+    // rank 3 late by 10 ms. The two halves must not be mixed up although both are local id 2.
+    let mut ranks = Vec::new();
+    for rank in 0..4u32 {
+        let mut r = Rank::new(rank, 4, none);
+        let (leader, members) = if rank < 2 { (0, "0 1") } else { (2, "2 3") };
+        r.input
+            .strings
+            .insert(5, format!("world/1:{leader} {members}"));
+        r.input.items.push(MpiItem::CommDefined {
+            ts: 0,
+            local: 2,
+            members: 5,
+        });
+        let late = match rank {
+            1 => 40 * MS,
+            3 => 10 * MS,
+            _ => 0,
+        };
+        r.call_at(Function::Barrier, 100 * MS + late, 141 * MS, &[], 2, 0);
+        r.call_at(Function::Barrier, 200 * MS, 201 * MS, &[], INTERCOMM, 0);
+        r.call_at(Function::Barrier, 300 * MS, 301 * MS, &[], 9, 0);
+        ranks.push(r.input);
+    }
+    let run = analyse(&ranks, Thresholds::default());
+    let mut waits: Vec<(u32, u64, Option<u32>)> = run
+        .waits
+        .instances
+        .iter()
+        .filter(|i| i.pattern == Pattern::WaitAtBarrier)
+        .map(|i| (i.rank, i.wait_ns, i.cause))
+        .collect();
+    waits.sort();
+    assert_eq!(waits, vec![(0, 40 * MS, Some(1)), (2, 10 * MS, Some(3))]);
+    assert_eq!(run.conversion.intercomm_calls, 4);
+    assert_eq!(run.conversion.undefined_comm_calls, 4);
+    assert_eq!(run.comms.len(), 3);
+}
+
+#[test]
+fn call_statistics_are_per_function_and_site() {
+    let run = analyse(&late_sender_pair(none), Thresholds::default());
+    let recv = run.calls.iter().find(|c| c.function == "MPI_Recv").unwrap();
+    assert_eq!(
+        (recv.site, recv.count, recv.total_ns, recv.class),
+        (Some(0x402000), 1, 202 * MS, "p2p")
+    );
+    let send = run.calls.iter().find(|c| c.function == "MPI_Send").unwrap();
+    assert_eq!((send.site, send.total_ns), (Some(0x401000), MS));
+    assert_eq!(run.ranks[1].p2p_ns, 202 * MS);
+}
+
+#[test]
+fn cancelled_and_unknown_completions_are_counted() {
+    let mut r0 = Rank::new(0, 1, none);
+    r0.call(
+        Function::Irecv,
+        MS,
+        MS,
+        &[
+            (arg::SOURCE, 0),
+            (arg::RECV_TAG, 1),
+            (arg::REQUEST_CREATED, 4),
+        ],
+    )
+    .call(
+        Function::Cancel,
+        2 * MS,
+        2 * MS,
+        &[(arg::REQUEST_CANCELLED, 4)],
+    )
+    .call(
+        Function::Wait,
+        3 * MS,
+        3 * MS,
+        &[(arg::REQUEST_COMPLETED, 4), (arg::STATUS_CANCELLED, 1)],
+    )
+    .call(
+        Function::Wait,
+        4 * MS,
+        4 * MS,
+        &[(arg::REQUEST_COMPLETED, 99)],
+    );
+    let run = analyse(&[r0.input], Thresholds::default());
+    assert_eq!(run.conversion.cancelled, 1);
+    assert_eq!(run.waits.counts.unknown_requests, 1);
+    assert!(run.waits.instances.is_empty());
+}
+
+#[test]
+fn the_summary_has_the_thesis_columns() {
+    let run = analyse(&late_sender_pair(none), Thresholds::default());
+    let names: Vec<&str> = run.summary.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, vec!["p2p", "collective", "late-sender"]);
+    let p2p = &run.summary[0];
+    assert_eq!((p2p.count, p2p.total_ns), (2, 203 * MS));
+    assert_eq!(p2p.running_total_ns, 2 * 899 * MS);
+    assert_eq!(p2p.delay_total_ns, 200 * MS);
+    let ls = &run.summary[2];
+    // The instance's call (the receive) lasted 202 ms, of which 200 ms were waiting.
+    assert_eq!(
+        (ls.count, ls.total_ns, ls.delay_total_ns),
+        (1, 202 * MS, 200 * MS)
+    );
+    assert_eq!(
+        ls.most_delayed,
+        Some(RankTotal {
+            rank: 1,
+            ns: 200 * MS
+        })
+    );
+    assert_eq!(ls.least_delayed, Some(RankTotal { rank: 0, ns: 0 }));
+    assert_eq!(
+        ls.most_late,
+        Some(RankTotal {
+            rank: 0,
+            ns: 200 * MS
+        })
+    );
+    assert_eq!(ls.late_total_ns, 200 * MS);
+    assert_eq!(run.instance_call_ns, vec![202 * MS]);
+}
+
+#[test]
+fn patterns_are_named_in_json_by_their_slug() {
+    for p in Pattern::ALL {
+        let json = serde_json::to_value(p).unwrap();
+        assert_eq!(json, serde_json::Value::String(p.slug().into()));
+    }
+}
+
+#[test]
+fn ranks_on_rank_0s_host_keep_their_clock() {
+    // The same 5 s offset measured, but rank 1 says it runs on rank 0's host: one clock, so
+    // the measurement is not applied (and the wait is then not found, as its times say).
+    let mut ranks = late_sender_pair(five_seconds_ahead);
+    ranks[1].strings.insert(1, "mpi.host=node0".into());
+    let run = analyse(&ranks, Thresholds::default());
+    assert!(!run.ranks[1].clock.applied);
+    assert!(run.waits.instances.is_empty());
+    let run = analyse(&late_sender_pair(five_seconds_ahead), Thresholds::default());
+    assert!(run.ranks[1].clock.applied);
+}

@@ -1,0 +1,502 @@
+//! Making an MPI job record itself (`contend record --mpi`): which MPI the program and the
+//! launcher belong to, the PMPI wrapper (`mpi/contend_mpi.c`) built with that MPI's own `mpicc`
+//! and cached, and the launcher's command line rewritten so that every rank, on every host,
+//! preloads it (Open MPI `-x`, MPICH/Hydra `-genv`, Slurm `--export`).
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The wrapper's sources, compiled into contend so an installed binary can build it.
+const WRAPPER_C: &str = include_str!("../../../mpi/contend_mpi.c");
+const WRITER_H: &str = include_str!("../../../mpi/cst_writer.h");
+const WRAPPER_FORTRAN: &str = include_str!("../../../mpi/contend_mpi_fortran.c");
+
+/// The MPI implementations whose ABI the wrapper is built for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Implementation {
+    OpenMpi,
+    Mpich,
+}
+
+impl Implementation {
+    pub fn name(self) -> &'static str {
+        match self {
+            Implementation::OpenMpi => "Open MPI",
+            Implementation::Mpich => "MPICH",
+        }
+    }
+
+    fn slug(self) -> &'static str {
+        match self {
+            Implementation::OpenMpi => "openmpi",
+            Implementation::Mpich => "mpich",
+        }
+    }
+
+    /// Compiler wrappers to try, most specific first (Debian installs both side by side).
+    fn compilers(self) -> [&'static str; 2] {
+        match self {
+            Implementation::OpenMpi => ["mpicc.openmpi", "mpicc"],
+            Implementation::Mpich => ["mpicc.mpich", "mpicc"],
+        }
+    }
+
+    /// From a library's soname or a path or version text that names it.
+    fn from_text(text: &str) -> Option<Implementation> {
+        let t = text.to_ascii_lowercase();
+        if t.contains("open mpi")
+            || t.contains("openmpi")
+            || t.contains("orterun")
+            || t.contains("libmpi.so")
+        {
+            Some(Implementation::OpenMpi)
+        } else if t.contains("mpich") || t.contains("hydra") {
+            Some(Implementation::Mpich)
+        } else {
+            None
+        }
+    }
+}
+
+/// How the job is started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Launcher {
+    /// `mpirun`/`mpiexec`/`orterun` of Open MPI.
+    OpenMpi,
+    /// `mpirun`/`mpiexec` of MPICH (Hydra).
+    Hydra,
+    /// Slurm's `srun`.
+    Srun,
+    /// The program itself, as a singleton (one rank).
+    Direct,
+}
+
+/// What went wrong preparing an MPI recording, in words for the user.
+#[derive(Debug, thiserror::Error)]
+pub enum MpiError {
+    #[error("no MPI compiler found ({tried}): install one, e.g. `apt install libopenmpi-dev openmpi-bin` (Open MPI) or `apt install libmpich-dev mpich` (MPICH)")]
+    NoCompiler { tried: String },
+    #[error("cannot tell which MPI {what} uses: {why}; name it with --mpi-impl openmpi|mpich")]
+    Unknown { what: String, why: String },
+    #[error("the program {program} is linked with {program_mpi} but is launched by {launcher_mpi}'s {launcher}: its ranks would not form one job. Launch it with {program_mpi}'s mpirun")]
+    Mismatch {
+        program: String,
+        program_mpi: &'static str,
+        launcher: String,
+        launcher_mpi: &'static str,
+    },
+    #[error("building the MPI wrapper with {compiler} failed:\n{output}")]
+    Build { compiler: String, output: String },
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// The recording plan for one job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prepared {
+    pub implementation: Implementation,
+    pub launcher: Launcher,
+    /// The command to run instead of the user's.
+    pub command: Vec<String>,
+    /// Environment for the launched command itself.
+    pub env: Vec<(String, String)>,
+    /// Things to tell the user (one line each).
+    pub notices: Vec<String>,
+}
+
+/// The launcher a command starts with, from its name (resolving Debian's alternatives
+/// symlinks) and, when the name says nothing, its `--version`.
+pub fn launcher_of(argv0: &str) -> Launcher {
+    let base = Path::new(argv0)
+        .file_name()
+        .and_then(OsStr::to_str)
+        .unwrap_or(argv0);
+    if base == "srun" {
+        return Launcher::Srun;
+    }
+    let launcher_names = ["mpirun", "mpiexec", "orterun", "prterun", "mpiexec.hydra"];
+    if !launcher_names.iter().any(|n| base.starts_with(n)) {
+        return Launcher::Direct;
+    }
+    let resolved = which(argv0)
+        .and_then(|p| std::fs::canonicalize(p).ok())
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    let by_name = Implementation::from_text(base).or(Implementation::from_text(&resolved));
+    let implementation = by_name.or_else(|| {
+        let out = Command::new(argv0).arg("--version").output().ok()?;
+        Implementation::from_text(&String::from_utf8_lossy(&out.stdout)).or(
+            Implementation::from_text(&String::from_utf8_lossy(&out.stderr)),
+        )
+    });
+    match implementation {
+        Some(Implementation::Mpich) => Launcher::Hydra,
+        // An mpirun that names nothing: Open MPI's option syntax is the common one.
+        _ => Launcher::OpenMpi,
+    }
+}
+
+/// The program a launcher command runs: the first argument after the launcher that is an
+/// executable file (found on PATH like the launcher would). Options' values ("4" in `-np 4`)
+/// are not executables, so they are passed over.
+pub fn program_of(command: &[String], launcher: Launcher) -> Option<PathBuf> {
+    let start = usize::from(launcher != Launcher::Direct);
+    command.get(start..)?.iter().find_map(|a| {
+        if a.starts_with('-') || a.contains('=') {
+            return None;
+        }
+        which(a).filter(|p| is_executable(p))
+    })
+}
+
+/// The MPI a program is dynamically linked with, from its ELF `DT_NEEDED` entries.
+pub fn implementation_of_program(path: &Path) -> Option<Implementation> {
+    let data = std::fs::read(path).ok()?;
+    needed_libraries(&data)
+        .iter()
+        .find_map(|lib| Implementation::from_text(lib))
+}
+
+fn needed_libraries(data: &[u8]) -> Vec<String> {
+    use object::elf;
+    use object::read::elf::{Dyn, ElfFile64};
+    let Ok(file) = ElfFile64::<object::Endianness>::parse(data) else {
+        return Vec::new();
+    };
+    let endian = file.endian();
+    let sections = file.elf_section_table();
+    let Ok(Some((entries, link))) = sections.dynamic(endian, data) else {
+        return Vec::new();
+    };
+    let Ok(strings) = sections.strings(endian, data, link) else {
+        return Vec::new();
+    };
+    entries
+        .iter()
+        .filter(|d| d.d_tag(endian) == u64::from(elf::DT_NEEDED))
+        .filter_map(|d| strings.get(d.d_val(endian) as u32).ok())
+        .map(|s| String::from_utf8_lossy(s).into_owned())
+        .collect()
+}
+
+/// Decides the implementation (program first, then launcher, then `forced`), builds or reuses
+/// the wrapper, and rewrites the command.
+pub fn prepare(
+    command: &[String],
+    run_dir: &Path,
+    forced: Option<Implementation>,
+    cache: &Path,
+) -> Result<Prepared, MpiError> {
+    let argv0 = command.first().map(String::as_str).unwrap_or_default();
+    let launcher = launcher_of(argv0);
+    let program = program_of(command, launcher);
+    let from_program = program.as_deref().and_then(implementation_of_program);
+    let from_launcher = match launcher {
+        Launcher::OpenMpi => Some(Implementation::OpenMpi),
+        Launcher::Hydra => Some(Implementation::Mpich),
+        Launcher::Srun | Launcher::Direct => None,
+    };
+    if let (Some(p), Some(l), None) = (from_program, from_launcher, forced) {
+        if p != l {
+            return Err(MpiError::Mismatch {
+                program: program
+                    .as_ref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default(),
+                program_mpi: p.name(),
+                launcher: argv0.to_string(),
+                launcher_mpi: l.name(),
+            });
+        }
+    }
+    let implementation =
+        forced
+            .or(from_program)
+            .or(from_launcher)
+            .ok_or_else(|| MpiError::Unknown {
+                what: program
+                    .as_ref()
+                    .map_or_else(|| command.join(" "), |p| p.display().to_string()),
+                why: "it is not dynamically linked with libmpi or libmpich".into(),
+            })?;
+    let library = build_wrapper(implementation, cache)?;
+    let (command, mut env, mut notices) = rewrite(command, launcher, &library, run_dir);
+    if launcher == Launcher::OpenMpi && is_root() {
+        let allow = ["OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"];
+        if allow.iter().any(|v| std::env::var_os(v).is_none()) {
+            for v in allow {
+                env.push((v.into(), "1".into()));
+            }
+            notices.push("running as root: set OMPI_ALLOW_RUN_AS_ROOT=1 and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 for Open MPI's mpirun, which otherwise refuses (as --allow-run-as-root would)".into());
+        }
+    }
+    Ok(Prepared {
+        implementation,
+        launcher,
+        command,
+        env,
+        notices,
+    })
+}
+
+/// The command with the wrapper preloaded in every rank. Pure, for tests.
+pub fn rewrite(
+    command: &[String],
+    launcher: Launcher,
+    library: &Path,
+    run_dir: &Path,
+) -> (Vec<String>, Vec<(String, String)>, Vec<String>) {
+    let preload = match std::env::var("LD_PRELOAD") {
+        Ok(old) if !old.is_empty() => format!("{}:{old}", library.display()),
+        _ => library.display().to_string(),
+    };
+    let dir = run_dir.display().to_string();
+    let mut out = vec![command[0].clone()];
+    let mut env = Vec::new();
+    match launcher {
+        Launcher::OpenMpi => out.extend([
+            "-x".into(),
+            format!("LD_PRELOAD={preload}"),
+            "-x".into(),
+            format!("CONTEND_MPI_DIR={dir}"),
+        ]),
+        Launcher::Hydra => out.extend([
+            "-genv".into(),
+            "LD_PRELOAD".into(),
+            preload,
+            "-genv".into(),
+            "CONTEND_MPI_DIR".into(),
+            dir,
+        ]),
+        Launcher::Srun => out.push(format!(
+            "--export=ALL,LD_PRELOAD={preload},CONTEND_MPI_DIR={dir}"
+        )),
+        Launcher::Direct => {
+            env.push(("LD_PRELOAD".into(), preload));
+            env.push(("CONTEND_MPI_DIR".into(), dir));
+        }
+    }
+    out.extend(command[1..].iter().cloned());
+    (out, env, Vec::new())
+}
+
+/// Builds the wrapper with the implementation's `mpicc` into the cache, or reuses the copy
+/// built from the same sources with the same compiler.
+pub fn build_wrapper(implementation: Implementation, cache: &Path) -> Result<PathBuf, MpiError> {
+    let compilers = implementation.compilers();
+    let compiler = compilers
+        .iter()
+        .filter_map(|c| which(c))
+        .find(|c| compiler_is(c, implementation))
+        .ok_or_else(|| MpiError::NoCompiler {
+            tried: compilers.join(", "),
+        })?;
+    let mut key = Fnv::default();
+    key.add(WRAPPER_C.as_bytes());
+    key.add(WRITER_H.as_bytes());
+    key.add(WRAPPER_FORTRAN.as_bytes());
+    key.add(compiler.display().to_string().as_bytes());
+    if let Ok(meta) = std::fs::metadata(std::fs::canonicalize(&compiler)?) {
+        key.add(format!("{:?}", meta.modified().ok()).as_bytes());
+    }
+    let dir = cache.join(format!("{}-{:016x}", implementation.slug(), key.0));
+    let library = dir.join("libcontend-mpi.so");
+    if library.is_file() {
+        return Ok(library);
+    }
+    std::fs::create_dir_all(&dir)?;
+    let src = dir.join("contend_mpi.c");
+    std::fs::write(&src, WRAPPER_C)?;
+    std::fs::write(dir.join("cst_writer.h"), WRITER_H)?;
+    std::fs::write(dir.join("contend_mpi_fortran.c"), WRAPPER_FORTRAN)?;
+    // Built under a temporary name and renamed, so concurrent first uses never see half a file.
+    let partial = dir.join(format!("libcontend-mpi.so.{}", std::process::id()));
+    let out = Command::new(&compiler)
+        .args(["-O2", "-g", "-fPIC", "-shared", "-o"])
+        .arg(&partial)
+        .arg(&src)
+        .arg("-lpthread")
+        .output()?;
+    if !out.status.success() {
+        let _ = std::fs::remove_file(&partial);
+        return Err(MpiError::Build {
+            compiler: compiler.display().to_string(),
+            output: String::from_utf8_lossy(&out.stderr).into_owned(),
+        });
+    }
+    std::fs::rename(&partial, &library)?;
+    Ok(library)
+}
+
+/// The compiler belongs to `implementation` (a plain `mpicc` may be either).
+fn compiler_is(compiler: &Path, implementation: Implementation) -> bool {
+    let name = compiler.file_name().and_then(OsStr::to_str).unwrap_or("");
+    if name.ends_with(".openmpi") || name.ends_with(".mpich") {
+        return Implementation::from_text(name) == Some(implementation);
+    }
+    // Open MPI's wrapper knows -showme, MPICH's -show.
+    let flag = match implementation {
+        Implementation::OpenMpi => "-showme:version",
+        Implementation::Mpich => "-show",
+    };
+    Command::new(compiler)
+        .arg(flag)
+        .output()
+        .map(|o| {
+            let text = String::from_utf8_lossy(&o.stdout).to_string()
+                + &String::from_utf8_lossy(&o.stderr);
+            o.status.success() && Implementation::from_text(&text) == Some(implementation)
+                || (implementation == Implementation::Mpich
+                    && o.status.success()
+                    && text.contains("-lmpich"))
+        })
+        .unwrap_or(false)
+}
+
+/// The wrapper cache: `$CONTEND_CACHE`, else `$XDG_CACHE_HOME/contend`, else
+/// `~/.cache/contend`, each with `mpi/` below.
+pub fn default_cache() -> PathBuf {
+    let base = std::env::var_os("CONTEND_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("contend")))
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/contend")))
+        .unwrap_or_else(|| std::env::temp_dir().join("contend-cache"));
+    base.join("mpi")
+}
+
+/// `mpi-refused-PID.txt` files the wrapper left (a rank that loaded another MPI).
+pub fn refusals(run_dir: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(run_dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = entries
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.starts_with("mpi-refused-"))
+        })
+        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+        .map(|t| t.trim().to_string())
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+fn which(name: &str) -> Option<PathBuf> {
+    if name.contains('/') {
+        let p = PathBuf::from(name);
+        return p.is_file().then_some(p);
+    }
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(name))
+            .find(|p| is_executable(p))
+    })
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// FNV-1a, for the cache key (not security: it names a directory).
+#[derive(Default)]
+struct Fnv(u64);
+
+impl Fnv {
+    fn add(&mut self, bytes: &[u8]) {
+        if self.0 == 0 {
+            self.0 = 0xcbf2_9ce4_8422_2325;
+        }
+        for &b in bytes {
+            self.0 ^= u64::from(b);
+            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn open_mpi_ranks_get_the_wrapper_through_dash_x() {
+        let (cmd, env, _) = rewrite(
+            &s(&["mpirun", "-np", "4", "./app", "arg"]),
+            Launcher::OpenMpi,
+            Path::new("/c/libcontend-mpi.so"),
+            Path::new("/runs/r1"),
+        );
+        assert!(env.is_empty());
+        assert_eq!(cmd[0], "mpirun");
+        assert_eq!(cmd[1], "-x");
+        assert!(cmd[2].starts_with("LD_PRELOAD=/c/libcontend-mpi.so"));
+        assert_eq!(cmd[3..5], s(&["-x", "CONTEND_MPI_DIR=/runs/r1"]));
+        assert_eq!(cmd[5..], s(&["-np", "4", "./app", "arg"]));
+    }
+
+    #[test]
+    fn hydra_uses_genv_srun_export_and_a_singleton_its_environment() {
+        let lib = Path::new("/c/l.so");
+        let dir = Path::new("/r");
+        let (cmd, _, _) = rewrite(&s(&["mpiexec", "-n", "2", "a"]), Launcher::Hydra, lib, dir);
+        assert_eq!(cmd[1], "-genv");
+        assert_eq!(cmd[2], "LD_PRELOAD");
+        assert!(cmd[3].starts_with("/c/l.so"));
+        assert_eq!(cmd[4..7], s(&["-genv", "CONTEND_MPI_DIR", "/r"]));
+        let (cmd, _, _) = rewrite(&s(&["srun", "-n", "2", "a"]), Launcher::Srun, lib, dir);
+        assert!(cmd[1].starts_with("--export=ALL,LD_PRELOAD=/c/l.so"));
+        assert!(cmd[1].ends_with(",CONTEND_MPI_DIR=/r"));
+        let (cmd, env, _) = rewrite(&s(&["./a", "x"]), Launcher::Direct, lib, dir);
+        assert_eq!(cmd, s(&["./a", "x"]));
+        assert!(env.contains(&("CONTEND_MPI_DIR".into(), "/r".into())));
+    }
+
+    #[test]
+    fn launchers_are_told_apart_by_name() {
+        assert_eq!(launcher_of("srun"), Launcher::Srun);
+        assert_eq!(launcher_of("/usr/bin/mpirun.mpich"), Launcher::Hydra);
+        assert_eq!(launcher_of("mpirun.openmpi"), Launcher::OpenMpi);
+        assert_eq!(launcher_of("orterun"), Launcher::OpenMpi);
+        assert_eq!(launcher_of("./app"), Launcher::Direct);
+    }
+
+    #[test]
+    fn the_program_is_the_first_executable_argument() {
+        // /bin/sh stands in for the program: "4" and option words are passed over.
+        let cmd = s(&["mpirun", "-np", "4", "--map-by", "core", "sh", "-c", "true"]);
+        assert_eq!(
+            program_of(&cmd, Launcher::OpenMpi).and_then(|p| p.file_name().map(|f| f.to_owned())),
+            Some("sh".into())
+        );
+        assert_eq!(
+            program_of(&s(&["mpirun", "-np", "4"]), Launcher::OpenMpi),
+            None
+        );
+    }
+
+    #[test]
+    fn a_program_without_mpi_names_no_implementation() {
+        assert_eq!(implementation_of_program(Path::new("/bin/sh")), None);
+        assert_eq!(
+            Implementation::from_text("libmpich.so.12"),
+            Some(Implementation::Mpich)
+        );
+        assert_eq!(
+            Implementation::from_text("libmpi.so.40"),
+            Some(Implementation::OpenMpi)
+        );
+    }
+}

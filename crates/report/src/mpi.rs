@@ -1,0 +1,344 @@
+//! The MPI section of `contend report`: the thesis's summary (table 4.13, all times in µs as
+//! there), the ranks' delay and late time, the call sites (tables 4.14/4.15) with the wait
+//! states found at each, and everything that could not be matched or was kept out.
+
+use crate::table::new_table;
+use analysis::mpi::{MpiRun, RankTotal};
+use analysis::waitstates::{Pattern, UnmatchedKind};
+use std::fmt::Write;
+
+/// Names of the call-site ids in an [`MpiRun`] (`function (file:line)`), by id.
+pub type SiteNames = Vec<String>;
+
+fn site(names: &SiteNames, id: Option<u64>) -> String {
+    match id.and_then(|i| names.get(i as usize)) {
+        Some(n) => n.clone(),
+        None => "(unknown site)".into(),
+    }
+}
+
+fn us(ns: u64) -> String {
+    group_thousands(ns as f64 / 1e3, 0)
+}
+
+fn us_f(ns: f64) -> String {
+    group_thousands(ns / 1e3, 2)
+}
+
+/// `1 009 775` as the thesis prints its µs: thin groups of three.
+fn group_thousands(v: f64, decimals: usize) -> String {
+    let text = format!("{v:.decimals$}");
+    let (int, frac) = text.split_once('.').unwrap_or((&text, ""));
+    let (sign, digits) = int.strip_prefix('-').map_or(("", int), |d| ("-", d));
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(' ');
+        }
+        out.push(c);
+    }
+    if frac.is_empty() {
+        format!("{sign}{out}")
+    } else {
+        format!("{sign}{out}.{frac}")
+    }
+}
+
+/// A row of the summary: its label and how to show one column's value.
+type SummaryRow = (
+    &'static str,
+    Box<dyn Fn(&analysis::mpi::SummaryColumn) -> String>,
+);
+
+fn per_rank(t: Option<RankTotal>) -> String {
+    t.map_or_else(
+        || "n/a".into(),
+        |t| format!("{} (rank {})", us(t.ns), t.rank),
+    )
+}
+
+pub fn render(run: &MpiRun, names: &SiteNames) -> String {
+    let mut out = String::new();
+    let hosts: std::collections::BTreeSet<&str> =
+        run.ranks.iter().filter_map(|r| r.host.as_deref()).collect();
+    let _ = writeln!(
+        out,
+        "MPI: {} rank(s) recorded{} on {} host(s){}",
+        run.ranks.len(),
+        run.world_size
+            .map_or(String::new(), |n| format!(" of {n} in MPI_COMM_WORLD")),
+        hosts.len().max(1),
+        run.ranks
+            .iter()
+            .find_map(|r| r.library.as_deref())
+            .map_or(String::new(), |l| format!("; {l}"))
+    );
+    if !run.missing_ranks.is_empty() {
+        let _ = writeln!(
+            out,
+            "  missing: rank(s) {} left no trace (died before MPI_Init, or their trace was lost); the others are analysed",
+            list(&run.missing_ranks)
+        );
+    }
+    let unclosed: Vec<u32> = run
+        .ranks
+        .iter()
+        .filter(|r| !r.closed || !r.finalized)
+        .map(|r| r.rank)
+        .collect();
+    if !unclosed.is_empty() {
+        let _ = writeln!(
+            out,
+            "  ended early: rank(s) {} did not reach MPI_Finalize (killed, aborted or exited): their traces end at their last flush",
+            list(&unclosed)
+        );
+    }
+
+    // Table 4.13.
+    let _ = writeln!(out, "\nTrace summary (all times in µs)");
+    let mut header = vec!["".to_string()];
+    header.extend(run.summary.iter().map(|c| c.title.clone()));
+    let hdr: Vec<&str> = header.iter().map(String::as_str).collect();
+    let numeric: Vec<usize> = (1..hdr.len()).collect();
+    let mut t = new_table(&hdr, &numeric);
+    let rows: [SummaryRow; 15] = [
+        ("Number of events", Box::new(|c| c.count.to_string())),
+        ("Total duration of events", Box::new(|c| us(c.total_ns))),
+        (
+            "Duration as % of all ranks' running time",
+            Box::new(|c| format!("{:.3}%", c.percent_of_running)),
+        ),
+        (
+            "Running time, all ranks",
+            Box::new(|c| us(c.running_total_ns)),
+        ),
+        ("Avg duration per event", Box::new(|c| us_f(c.mean_ns))),
+        ("Min duration", Box::new(|c| us(c.min_ns))),
+        ("Max duration", Box::new(|c| us(c.max_ns))),
+        (
+            "Total delay (waiting suffered)",
+            Box::new(|c| us(c.delay_total_ns)),
+        ),
+        (
+            "Avg delay per wait state",
+            Box::new(|c| us_f(c.delay_mean_ns)),
+        ),
+        (
+            "Least total delay of a rank",
+            Box::new(|c| per_rank(c.least_delayed)),
+        ),
+        (
+            "Most total delay of a rank",
+            Box::new(|c| per_rank(c.most_delayed)),
+        ),
+        (
+            "Total late time (waiting caused)",
+            Box::new(|c| us(c.late_total_ns)),
+        ),
+        (
+            "Avg late time per wait state",
+            Box::new(|c| us_f(c.late_mean_ns)),
+        ),
+        (
+            "Least late time of a rank",
+            Box::new(|c| per_rank(c.least_late)),
+        ),
+        (
+            "Most late time of a rank",
+            Box::new(|c| per_rank(c.most_late)),
+        ),
+    ];
+    for (label, f) in &rows {
+        let mut row = vec![label.to_string()];
+        row.extend(run.summary.iter().map(f));
+        t.add_row(row);
+    }
+    let _ = writeln!(out, "{t}");
+    let th = &run.waits.thresholds;
+    if th.p2p_min_ns > 0 || th.collective_min_ns > 0 {
+        let _ = writeln!(
+            out,
+            "  thresholds: point-to-point wait states of at least {} µs ({} shorter left out), collective of at least {} µs ({} left out)",
+            us(th.p2p_min_ns),
+            run.waits.counts.below_threshold_p2p,
+            us(th.collective_min_ns),
+            run.waits.counts.below_threshold_collective
+        );
+    }
+
+    // Ranks: delay and late time.
+    let _ = writeln!(out, "\nRanks (ms)");
+    let mut t = new_table(
+        &[
+            "rank",
+            "host",
+            "running",
+            "in MPI",
+            "p2p",
+            "collective",
+            "delay",
+            "late",
+            "worst wait state",
+        ],
+        &[0, 2, 3, 4, 5, 6, 7],
+    );
+    for r in &run.ranks {
+        let w = run.waits.ranks.iter().find(|w| w.rank == r.rank);
+        let worst = w
+            .and_then(|w| w.by_pattern.iter().max_by_key(|p| p.suffered_ns))
+            .filter(|p| p.suffered_ns > 0)
+            .map_or(String::new(), |p| {
+                format!("{} {}", p.pattern.title(), ms(p.suffered_ns))
+            });
+        t.add_row(vec![
+            r.rank.to_string(),
+            r.host.clone().unwrap_or_default(),
+            ms(r.running_ns),
+            ms(r.mpi_ns),
+            ms(r.p2p_ns),
+            ms(r.collective_ns),
+            ms(w.map_or(0, |w| w.suffered_ns)),
+            ms(w.map_or(0, |w| w.caused_ns)),
+            worst,
+        ]);
+    }
+    let _ = writeln!(out, "{t}");
+
+    // Wait states by call site (tables 4.14/4.15, with the waiting found there).
+    if !run.waits.sites.is_empty() {
+        let _ = writeln!(out, "\nWait states by call site (ms)");
+        let mut t = new_table(
+            &["pattern", "call site", "count", "total", "mean", "max"],
+            &[2, 3, 4, 5],
+        );
+        let mut sites = run.waits.sites.clone();
+        sites.sort_by_key(|s| std::cmp::Reverse(s.total_ns));
+        for s in sites.iter().take(20) {
+            t.add_row(vec![
+                s.pattern.title().to_string(),
+                site(names, s.site),
+                s.count.to_string(),
+                ms(s.total_ns),
+                ms(s.mean_ns.round() as u64),
+                ms(s.max_ns),
+            ]);
+        }
+        let _ = writeln!(out, "{t}");
+    }
+    let _ = writeln!(out, "\nMPI calls by call site (ms)");
+    let mut t = new_table(
+        &[
+            "function",
+            "call site",
+            "count",
+            "total",
+            "mean",
+            "min",
+            "max",
+        ],
+        &[2, 3, 4, 5, 6],
+    );
+    let mut calls = run.calls.clone();
+    calls.sort_by_key(|c| std::cmp::Reverse(c.total_ns));
+    for c in calls.iter().take(20) {
+        t.add_row(vec![
+            c.function.clone(),
+            site(names, c.site),
+            c.count.to_string(),
+            ms(c.total_ns),
+            format!("{:.3}", c.mean_ns / 1e6),
+            ms(c.min_ns),
+            ms(c.max_ns),
+        ]);
+    }
+    let _ = writeln!(out, "{t}");
+    if calls.len() > 20 {
+        let _ = writeln!(out, "  ({} more call sites in --json)", calls.len() - 20);
+    }
+    for line in notes(run) {
+        let _ = writeln!(out, "  note: {line}");
+    }
+    out
+}
+
+fn ms(ns: u64) -> String {
+    format!("{:.3}", ns as f64 / 1e6)
+}
+
+fn list(ranks: &[u32]) -> String {
+    ranks
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// What was not matched, kept out, or suspicious, one line each (also for stderr).
+pub fn notes(run: &MpiRun) -> Vec<String> {
+    let c = &run.waits.counts;
+    let v = &run.conversion;
+    let mut out = Vec::new();
+    if c.unmatched_sends + c.unmatched_receives > 0 {
+        let first = run.waits.unmatched.first().map_or(String::new(), |u| {
+            format!(
+                " (first: a {} by rank {} with rank {}, tag {})",
+                match u.kind {
+                    UnmatchedKind::Send => "send",
+                    UnmatchedKind::Receive => "receive",
+                },
+                u.rank,
+                u.peer,
+                u.tag
+            )
+        });
+        out.push(format!(
+            "{} send(s) and {} receive(s) have no partner in the traces{first}: counted, not guessed",
+            c.unmatched_sends, c.unmatched_receives
+        ));
+    }
+    let pairs = [
+        (c.unresolved_receives, "receive(s) with a wildcard source or tag and no status: not matched"),
+        (c.unknown_requests, "completion(s) of requests this rank's trace never created"),
+        (c.uncompleted_requests, "request(s) never completed in the trace"),
+        (c.collectives_incomplete, "collective call(s) that not every member of the communicator recorded"),
+        (c.collectives_mismatched, "collective call(s) whose kinds or roots differ between ranks"),
+        (c.clock_violations_p2p, "message(s) received before they were sent on the aligned clocks (clock condition violated): given no wait"),
+        (c.clock_violations_collective, "collective(s) that ended before their last member entered on the aligned clocks: given no wait"),
+        (v.intercomm_calls, "call(s) on intercommunicators: not analysed"),
+        (v.undefined_comm_calls, "call(s) on communicators the trace never defined: not analysed"),
+        (v.unknown_functions, "call(s) of functions this contend does not know (a newer wrapper)"),
+        (v.met_comms, "communicator(s) created by calls the wrapper does not intercept: identified by their members and order"),
+        (v.cancelled, "cancelled request(s)"),
+        (v.broken_groups + v.stray_records, "malformed MPI record(s) skipped"),
+    ];
+    for (n, what) in pairs {
+        if n > 0 {
+            out.push(format!("{n} {what}"));
+        }
+    }
+    out
+}
+
+/// The instances of one pattern, for tests and exports.
+pub fn instances(
+    run: &MpiRun,
+    pattern: Pattern,
+) -> impl Iterator<Item = &analysis::waitstates::Instance> {
+    run.waits
+        .instances
+        .iter()
+        .filter(move |i| i.pattern == pattern)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn microseconds_are_grouped_as_in_the_thesis() {
+        assert_eq!(us(1_009_775_000), "1 009 775");
+        assert_eq!(us(43_000), "43");
+        assert_eq!(us_f(137_620.0), "137.62");
+        assert_eq!(group_thousands(1_674.59, 2), "1 674.59");
+    }
+}

@@ -1,0 +1,159 @@
+/*
+ * barrier: ranks that reach a barrier at staggered times (Scalasca's Wait at Barrier).
+ *
+ * 4 ranks.  In each of ITERATIONS rounds rank r sleeps r × DELAY_MS (nanosleep; rank 0 does
+ * not sleep) and then calls MPI_Barrier.  Nobody leaves the barrier before rank 3, the
+ * last, has entered it, so rank r waits in it for about (3 − r) × DELAY_MS: rank 0 3 ×, rank
+ * 1 2 ×, rank 2 1 ×, rank 3 not at all.  An MPI_Barrier before the loop makes the ranks start
+ * together.  There is no extra barrier between rounds: the planted barrier itself lines the
+ * ranks up again at the end of each round, and a second one would only add a balanced,
+ * unplanted barrier per round.
+ *
+ * Expected: Wait at Barrier in MPI_Barrier, caused by rank 3, for ranks 0, 1 and 2.
+ *
+ * Truth, printed after the loop by rank 3 (which slept longest and caused every wait; the
+ * other ranks' measured sleep sums are gathered to it once the loop is over):
+ *   truth: pattern=wait-at-barrier rank=R cause=3 delay_ns=N count=K function=MPI_Barrier
+ * one line for each of R = 0, 1, 2.  The waiter R slept too (R × DELAY_MS), and waited only
+ * for the difference: N = Σ over rounds (sleep of rank 3 − sleep of rank R) = S3 − SR,
+ * where SR is the sum of rank R's sleeps, each measured on CLOCK_MONOTONIC around nanosleep
+ * (S0 = 0); so N ≈ (3 − R) × DELAY_MS × ITERATIONS.  K = ITERATIONS.  Rank 3 waits for
+ * nobody and has no line.  With DELAY_MS 0 nothing is planted and no truth line is printed.
+ *
+ * usage: mpirun -np 4 barrier [DELAY_MS] [ITERATIONS]     (Open MPI on fewer than 4 cores:
+ *        mpirun --oversubscribe -np 4 ...)
+ * defaults: 100 3   (about 0.9 s)
+ *
+ * build: mpicc -O2 -g -Wall -Wextra barrier.c -o barrier
+ */
+#define PROGRAM "barrier"
+#define RANKS 4
+#define ABOUT "rank r sleeps r x delay_ms and then enters MPI_Barrier\n"
+/* ---- helpers (the same in every MPI example; each file stands alone so that it can be
+ * built from its embedded source) ---------------------------------------------------- */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Nanoseconds on CLOCK_MONOTONIC. */
+static int64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* The planted delay: sleep `ms` milliseconds with nanosleep (resumed after a signal) and
+ * return the time actually slept, measured on CLOCK_MONOTONIC around the sleep.  nanosleep
+ * overshoots by tens of µs (more on a loaded machine, where the woken rank may wait for a
+ * CPU): the truth is what was measured, not what was asked. */
+static int64_t planted_sleep(long ms)
+{
+    struct timespec req = {ms / 1000, (ms % 1000) * 1000000L}, rem;
+    int64_t t0 = now_ns();
+    while (nanosleep(&req, &rem) != 0 && errno == EINTR)
+        req = rem;
+    return now_ns() - t0;
+}
+
+/* `[delay_ms] [iterations]`, defaults 100 and 3.  Every rank parses the same arguments;
+ * rank 0 alone explains a mistake.  Returns 0 if they are good; `-h` prints the usage and
+ * ends the program. */
+static int parse_args(int argc, char **argv, int rank, long *delay_ms, long *iterations)
+{
+    static const long min[2] = {0, 1}, max[2] = {60000, 1000000};
+    long *out[2] = {delay_ms, iterations};
+    *delay_ms = 100;
+    *iterations = 3;
+    int help = argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"));
+    if (help || argc > 3) {
+        if (rank == 0)
+            fprintf(help ? stdout : stderr,
+                    "usage: mpirun -np %d %s [delay_ms] [iterations]   (defaults 100 3)\n%s",
+                    RANKS, PROGRAM, ABOUT);
+        if (!help)
+            return 1;
+        MPI_Finalize();
+        exit(0);
+    }
+    for (int i = 1; i < argc; i++) {
+        char *end;
+        long v = strtol(argv[i], &end, 10);
+        if (*argv[i] == 0 || *end != 0 || v < min[i - 1] || v > max[i - 1]) {
+            if (rank == 0)
+                fprintf(stderr, "%s: %s wants an integer in [%ld, %ld], got '%s'\n", PROGRAM,
+                        i == 1 ? "delay_ms" : "iterations", min[i - 1], max[i - 1],
+                        argv[i]);
+            return 1;
+        }
+        *out[i - 1] = v;
+    }
+    return 0;
+}
+
+/* The program is written for exactly RANKS ranks: rank 0 says so if run with another
+ * number.  Returns 0 if the count is right. */
+static int check_ranks(int rank, int size)
+{
+    if (size == RANKS)
+        return 0;
+    if (rank == 0)
+        fprintf(stderr,
+                "%s: needs exactly %d MPI ranks, got %d: run it as\n"
+                "  mpirun -np %d %s [delay_ms] [iterations]\n",
+                PROGRAM, RANKS, size, RANKS, PROGRAM);
+    return 1;
+}
+
+/* One truth line: `waiter` waited in `function` for `cause`, `count` planted times,
+ * `delay_ns` in all.  Called after the measured loop only. */
+static void print_truth(const char *pattern, int waiter, int cause, int64_t delay_ns,
+                        long count, const char *function)
+{
+    printf("truth: pattern=%s rank=%d cause=%d delay_ns=%lld count=%ld function=%s\n",
+           pattern, waiter, cause, (long long)delay_ns, count, function);
+    fflush(stdout);
+}
+/* ----------------------------------------------------------------------------------- */
+
+#define LAST (RANKS - 1) /* the rank that sleeps longest */
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    long delay_ms, iterations;
+    if (parse_args(argc, argv, rank, &delay_ms, &iterations) || check_ranks(rank, size)) {
+        MPI_Finalize();
+        return 2;
+    }
+
+    int64_t slept_ns = 0; /* this rank's measured sleeps, summed */
+    long planted = 0;
+    MPI_Barrier(MPI_COMM_WORLD); /* start together */
+    for (long i = 0; i < iterations; i++) {
+        if (delay_ms > 0) {
+            if (rank > 0)
+                slept_ns += planted_sleep(rank * delay_ms);
+            planted++;
+        }
+        MPI_Barrier(MPI_COMM_WORLD); /* the wait (and the line-up for the next round) */
+    }
+
+    /* After the measured part: the sleep sums to rank 3, which prints. */
+    int64_t slept[RANKS];
+    MPI_Gather(&slept_ns, 1, MPI_INT64_T, slept, 1, MPI_INT64_T, LAST, MPI_COMM_WORLD);
+    if (rank == LAST && planted > 0)
+        for (int r = 0; r < LAST; r++)
+            print_truth("wait-at-barrier", r, LAST, slept[LAST] - slept[r], planted,
+                        "MPI_Barrier");
+    MPI_Finalize();
+    return 0;
+}

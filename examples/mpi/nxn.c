@@ -1,0 +1,156 @@
+/*
+ * nxn: one rank late to an all-to-all collective (Scalasca's Wait at N×N).
+ *
+ * 3 ranks (at most 2 per CPU on a 2-CPU machine: with 4, the late rank competes for a CPU with
+ * three busy-polling ones under MPICH and is late by more than its sleep).  In each of ITERATIONS rounds rank 2 sleeps DELAY_MS (nanosleep) before calling
+ * MPI_Allreduce (a sum of one int); ranks 0 and 1 call it at once.  Every rank's result
+ * depends on rank 2's contribution, so none can leave before rank 2 has entered: ranks 0 and 1
+ * each wait in MPI_Allreduce for about DELAY_MS.  An MPI_Barrier before the loop makes the
+ * ranks start together, and one after every round keeps the rounds independent; it is
+ * nearly balanced (everyone leaves the allreduce at about the same time).
+ *
+ * Expected: Wait at N×N in MPI_Allreduce, caused by rank 2, for ranks 0 and 1.
+ *
+ * Truth, printed by rank 2 (the rank that slept and measured it) after the loop:
+ *   truth: pattern=wait-at-nxn rank=R cause=2 delay_ns=N count=K function=MPI_Allreduce
+ * one line for each of R = 0, 1.  N = the sum over rounds of rank 2's sleep, measured on
+ * CLOCK_MONOTONIC around nanosleep (the waiters do not sleep, so nothing is subtracted);
+ * K = ITERATIONS.  With DELAY_MS 0 nothing is planted and no truth line is printed.
+ *
+ * usage: mpirun -np 3 nxn [DELAY_MS] [ITERATIONS]     (Open MPI on fewer than 3 cores:
+ *        mpirun --oversubscribe -np 3 ...)
+ * defaults: 100 3   (about 0.3 s)
+ *
+ * build: mpicc -O2 -g -Wall -Wextra nxn.c -o nxn
+ */
+#define PROGRAM "nxn"
+#define RANKS 3
+#define ABOUT "rank 2 sleeps delay_ms before MPI_Allreduce; ranks 0 and 1 enter it at once\n"
+/* ---- helpers (the same in every MPI example; each file stands alone so that it can be
+ * built from its embedded source) ---------------------------------------------------- */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Nanoseconds on CLOCK_MONOTONIC. */
+static int64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* The planted delay: sleep `ms` milliseconds with nanosleep (resumed after a signal) and
+ * return the time actually slept, measured on CLOCK_MONOTONIC around the sleep.  nanosleep
+ * overshoots by tens of µs (more on a loaded machine, where the woken rank may wait for a
+ * CPU): the truth is what was measured, not what was asked. */
+static int64_t planted_sleep(long ms)
+{
+    struct timespec req = {ms / 1000, (ms % 1000) * 1000000L}, rem;
+    int64_t t0 = now_ns();
+    while (nanosleep(&req, &rem) != 0 && errno == EINTR)
+        req = rem;
+    return now_ns() - t0;
+}
+
+/* `[delay_ms] [iterations]`, defaults 100 and 3.  Every rank parses the same arguments;
+ * rank 0 alone explains a mistake.  Returns 0 if they are good; `-h` prints the usage and
+ * ends the program. */
+static int parse_args(int argc, char **argv, int rank, long *delay_ms, long *iterations)
+{
+    static const long min[2] = {0, 1}, max[2] = {60000, 1000000};
+    long *out[2] = {delay_ms, iterations};
+    *delay_ms = 100;
+    *iterations = 3;
+    int help = argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"));
+    if (help || argc > 3) {
+        if (rank == 0)
+            fprintf(help ? stdout : stderr,
+                    "usage: mpirun -np %d %s [delay_ms] [iterations]   (defaults 100 3)\n%s",
+                    RANKS, PROGRAM, ABOUT);
+        if (!help)
+            return 1;
+        MPI_Finalize();
+        exit(0);
+    }
+    for (int i = 1; i < argc; i++) {
+        char *end;
+        long v = strtol(argv[i], &end, 10);
+        if (*argv[i] == 0 || *end != 0 || v < min[i - 1] || v > max[i - 1]) {
+            if (rank == 0)
+                fprintf(stderr, "%s: %s wants an integer in [%ld, %ld], got '%s'\n", PROGRAM,
+                        i == 1 ? "delay_ms" : "iterations", min[i - 1], max[i - 1],
+                        argv[i]);
+            return 1;
+        }
+        *out[i - 1] = v;
+    }
+    return 0;
+}
+
+/* The program is written for exactly RANKS ranks: rank 0 says so if run with another
+ * number.  Returns 0 if the count is right. */
+static int check_ranks(int rank, int size)
+{
+    if (size == RANKS)
+        return 0;
+    if (rank == 0)
+        fprintf(stderr,
+                "%s: needs exactly %d MPI ranks, got %d: run it as\n"
+                "  mpirun -np %d %s [delay_ms] [iterations]\n",
+                PROGRAM, RANKS, size, RANKS, PROGRAM);
+    return 1;
+}
+
+/* One truth line: `waiter` waited in `function` for `cause`, `count` planted times,
+ * `delay_ns` in all.  Called after the measured loop only. */
+static void print_truth(const char *pattern, int waiter, int cause, int64_t delay_ns,
+                        long count, const char *function)
+{
+    printf("truth: pattern=%s rank=%d cause=%d delay_ns=%lld count=%ld function=%s\n",
+           pattern, waiter, cause, (long long)delay_ns, count, function);
+    fflush(stdout);
+}
+/* ----------------------------------------------------------------------------------- */
+
+#define LATE_RANK (RANKS - 1)
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    long delay_ms, iterations;
+    if (parse_args(argc, argv, rank, &delay_ms, &iterations) || check_ranks(rank, size)) {
+        MPI_Finalize();
+        return 2;
+    }
+
+    int64_t slept_ns = 0; /* rank 3: the measured planted sleeps, summed */
+    long planted = 0, wrong = 0;
+    MPI_Barrier(MPI_COMM_WORLD); /* start together */
+    for (long i = 0; i < iterations; i++) {
+        if (rank == LATE_RANK && delay_ms > 0) {
+            slept_ns += planted_sleep(delay_ms);
+            planted++;
+        }
+        int mine = rank + (int)i, sum = -1;
+        MPI_Allreduce(&mine, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD); /* the wait */
+        wrong += sum != RANKS * (RANKS - 1) / 2 + RANKS * (int)i;
+        MPI_Barrier(MPI_COMM_WORLD); /* keep the rounds independent */
+    }
+
+    if (wrong)
+        fprintf(stderr, "%s: rank %d got %ld wrong sums\n", PROGRAM, rank, wrong);
+    if (rank == LATE_RANK && planted > 0)
+        for (int r = 0; r < LATE_RANK; r++)
+            print_truth("wait-at-nxn", r, LATE_RANK, slept_ns, planted, "MPI_Allreduce");
+    MPI_Finalize();
+    return wrong ? 1 : 0;
+}

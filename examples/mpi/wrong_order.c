@@ -1,0 +1,170 @@
+/*
+ * wrong_order: a late message received while an earlier one waits unreceived (Scalasca's
+ * Late Sender / Wrong Order, the "messages in wrong order" case: same sender).
+ *
+ * 2 ranks.  In each of ITERATIONS rounds rank 0 sends one int with tag 2 at once, sleeps
+ * DELAY_MS (nanosleep), then sends one int with tag 1.  Rank 1 receives tag 1 first, so it
+ * sits in MPI_Recv for about DELAY_MS although the tag-2 message has already been sent
+ * (and is waiting in its unexpected-message queue); then it receives tag 2, which returns
+ * at once.  Had rank 1 received in the order the messages were sent, it would not have
+ * waited until the second receive.
+ *
+ * The tag-2 send relies on the eager protocol: a one-int MPI_Send returns before it is
+ * received in both Open MPI and MPICH (their eager limits are kilobytes).  Strictly by the
+ * MPI standard the program is unsafe (a send may block until it is received, and then the
+ * two ranks would deadlock); that is the price of planting the pattern with plain
+ * MPI_Send.  An MPI_Barrier before the loop makes the ranks start together, and one after
+ * every round keeps the rounds independent; it is nearly balanced.
+ *
+ * Expected: Late Sender / Wrong Order, waiting rank 1 in MPI_Recv (the tag-1 receive),
+ * caused by rank 0, ≈ DELAY_MS per round; the tag-2 receive does not wait.
+ *
+ * Truth, printed by rank 0 (the rank that slept and measured it) after the loop:
+ *   truth: pattern=late-sender-wrong-order rank=1 cause=0 delay_ns=N count=K function=MPI_Recv
+ * N = the sum over rounds of rank 0's sleep, measured on CLOCK_MONOTONIC around nanosleep
+ * (rank 1 does not sleep, so nothing is subtracted); K = ITERATIONS.  With DELAY_MS 0
+ * nothing is planted and no truth line is printed.
+ *
+ * usage: mpirun -np 2 wrong_order [DELAY_MS] [ITERATIONS]
+ * defaults: 100 3   (about 0.3 s)
+ *
+ * build: mpicc -O2 -g -Wall -Wextra wrong_order.c -o wrong_order
+ */
+#define PROGRAM "wrong_order"
+#define RANKS 2
+#define ABOUT "rank 0 sends tag 2, sleeps delay_ms, sends tag 1; rank 1 receives tag 1 first\n"
+/* ---- helpers (the same in every MPI example; each file stands alone so that it can be
+ * built from its embedded source) ---------------------------------------------------- */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Nanoseconds on CLOCK_MONOTONIC. */
+static int64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* The planted delay: sleep `ms` milliseconds with nanosleep (resumed after a signal) and
+ * return the time actually slept, measured on CLOCK_MONOTONIC around the sleep.  nanosleep
+ * overshoots by tens of µs (more on a loaded machine, where the woken rank may wait for a
+ * CPU): the truth is what was measured, not what was asked. */
+static int64_t planted_sleep(long ms)
+{
+    struct timespec req = {ms / 1000, (ms % 1000) * 1000000L}, rem;
+    int64_t t0 = now_ns();
+    while (nanosleep(&req, &rem) != 0 && errno == EINTR)
+        req = rem;
+    return now_ns() - t0;
+}
+
+/* `[delay_ms] [iterations]`, defaults 100 and 3.  Every rank parses the same arguments;
+ * rank 0 alone explains a mistake.  Returns 0 if they are good; `-h` prints the usage and
+ * ends the program. */
+static int parse_args(int argc, char **argv, int rank, long *delay_ms, long *iterations)
+{
+    static const long min[2] = {0, 1}, max[2] = {60000, 1000000};
+    long *out[2] = {delay_ms, iterations};
+    *delay_ms = 100;
+    *iterations = 3;
+    int help = argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"));
+    if (help || argc > 3) {
+        if (rank == 0)
+            fprintf(help ? stdout : stderr,
+                    "usage: mpirun -np %d %s [delay_ms] [iterations]   (defaults 100 3)\n%s",
+                    RANKS, PROGRAM, ABOUT);
+        if (!help)
+            return 1;
+        MPI_Finalize();
+        exit(0);
+    }
+    for (int i = 1; i < argc; i++) {
+        char *end;
+        long v = strtol(argv[i], &end, 10);
+        if (*argv[i] == 0 || *end != 0 || v < min[i - 1] || v > max[i - 1]) {
+            if (rank == 0)
+                fprintf(stderr, "%s: %s wants an integer in [%ld, %ld], got '%s'\n", PROGRAM,
+                        i == 1 ? "delay_ms" : "iterations", min[i - 1], max[i - 1],
+                        argv[i]);
+            return 1;
+        }
+        *out[i - 1] = v;
+    }
+    return 0;
+}
+
+/* The program is written for exactly RANKS ranks: rank 0 says so if run with another
+ * number.  Returns 0 if the count is right. */
+static int check_ranks(int rank, int size)
+{
+    if (size == RANKS)
+        return 0;
+    if (rank == 0)
+        fprintf(stderr,
+                "%s: needs exactly %d MPI ranks, got %d: run it as\n"
+                "  mpirun -np %d %s [delay_ms] [iterations]\n",
+                PROGRAM, RANKS, size, RANKS, PROGRAM);
+    return 1;
+}
+
+/* One truth line: `waiter` waited in `function` for `cause`, `count` planted times,
+ * `delay_ns` in all.  Called after the measured loop only. */
+static void print_truth(const char *pattern, int waiter, int cause, int64_t delay_ns,
+                        long count, const char *function)
+{
+    printf("truth: pattern=%s rank=%d cause=%d delay_ns=%lld count=%ld function=%s\n",
+           pattern, waiter, cause, (long long)delay_ns, count, function);
+    fflush(stdout);
+}
+/* ----------------------------------------------------------------------------------- */
+
+#define FIRST_SENT 2 /* the tag rank 0 sends first, rank 1 receives second */
+#define LATE 1       /* the tag rank 0 sends after the sleep, rank 1 receives first */
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    long delay_ms, iterations;
+    if (parse_args(argc, argv, rank, &delay_ms, &iterations) || check_ranks(rank, size)) {
+        MPI_Finalize();
+        return 2;
+    }
+
+    int64_t slept_ns = 0; /* rank 0: the measured planted sleeps, summed */
+    long planted = 0, wrong = 0;
+    MPI_Barrier(MPI_COMM_WORLD); /* start together */
+    for (long i = 0; i < iterations; i++) {
+        if (rank == 0) {
+            int early = (int)(2 * i), late = (int)(2 * i + 1);
+            MPI_Send(&early, 1, MPI_INT, 1, FIRST_SENT, MPI_COMM_WORLD); /* eager */
+            if (delay_ms > 0) {
+                slept_ns += planted_sleep(delay_ms);
+                planted++;
+            }
+            MPI_Send(&late, 1, MPI_INT, 1, LATE, MPI_COMM_WORLD);
+        } else {
+            int late, early;
+            MPI_Recv(&late, 1, MPI_INT, 0, LATE, MPI_COMM_WORLD, MPI_STATUS_IGNORE); /* the wait */
+            MPI_Recv(&early, 1, MPI_INT, 0, FIRST_SENT, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            wrong += early != (int)(2 * i) || late != (int)(2 * i + 1);
+        }
+        MPI_Barrier(MPI_COMM_WORLD); /* keep the rounds independent */
+    }
+
+    if (wrong)
+        fprintf(stderr, "%s: rank %d received %ld wrong messages\n", PROGRAM, rank, wrong);
+    if (rank == 0 && planted > 0)
+        print_truth("late-sender-wrong-order", 1, 0, slept_ns, planted, "MPI_Recv");
+    MPI_Finalize();
+    return wrong ? 1 : 0;
+}

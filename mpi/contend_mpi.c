@@ -1,0 +1,2281 @@
+/*
+ * contend_mpi.c - the PMPI wrapper that records MPI calls for `contend record --mpi`.
+ *
+ * Build it with the program's own MPI compiler wrapper and preload it into every rank:
+ *
+ *   mpicc -O2 -fPIC -shared -o libcontend-mpi.so mpi/contend_mpi.c
+ *   CONTEND_MPI_DIR=run-dir LD_PRELOAD=$PWD/libcontend-mpi.so mpirun ... ./program
+ *
+ * (contend_mpi_fortran.c, the Fortran entry points, is #included at the end: one file builds
+ * everything.) docs/formats.md §2.4 specifies what it writes; mpi/cst_writer.h writes it.
+ *
+ * Nothing is recorded unless CONTEND_MPI_DIR is set: every wrapper is then a pure
+ * pass-through. With it set, each rank writes $CONTEND_MPI_DIR/streams/rank-R.cst and copies
+ * /proc/self/maps to $CONTEND_MPI_DIR/maps/rank-R.maps at MPI_Init and at MPI_Finalize.
+ * CONTEND_MPI_DIR (and the preload) must be given to all ranks or to none: the clock
+ * comparison at MPI_Init and MPI_Finalize is collective over MPI_COMM_WORLD.
+ *
+ * How calls reach the wrapper. On x86-64 every intercepted MPI_X is a one-instruction
+ * assembly stub, `jmp *contend_tgt_MPI_X`, exported under the MPI name. The target is the C
+ * wrapper w_MPI_X while recording, and the MPI library's own MPI_X (dlsym RTLD_NEXT) when
+ * not: without CONTEND_MPI_DIR, after MPI_Finalize, in a forked child, and when the wrapper
+ * refuses a library it was not built for. A jump forwards every register and the stack
+ * untouched, so pass-through is exact even when this file was compiled against another MPI's
+ * mpi.h (MPI_Comm is a pointer in Open MPI and an int in MPICH: a C function compiled for one
+ * cannot forward the other's arguments), and __builtin_return_address(0) in the C wrapper is
+ * still the program's call site. Other architectures export the C wrappers directly (exact
+ * while the library matches; a refused library's calls are forwarded through C prototypes,
+ * which is only safe when both MPIs share an ABI).
+ *
+ * Guarantees: never changes a return value, errno, or what the program sees (statuses and
+ * request arrays are the library's; the wrapper substitutes its own status array when the
+ * program passes MPI_STATUS(ES)_IGNORE, and copies request arrays before Wait* and Test* change
+ * them); never aborts or blocks the job beyond a write(2) of a 64 KiB chunk; failures to write
+ * are counted as dropped events in the stream. The wrapper's own MPI calls use PMPI_* and
+ * never reach the wrappers; a wrapper entered from inside another (the library calling MPI_*
+ * internally) passes through unrecorded.
+ *
+ * Threads: one mutex serialises the writer and the tables. A call group is written in one
+ * critical section after the call returns, so groups from different threads of one rank are
+ * in the order their calls *returned* (exited), not entered; each group's records are
+ * consecutive. Communicator definitions are written in their own critical section before the
+ * group that first uses them. No MPI function is called while the mutex is held except local
+ * status queries (MPI_Get_count, MPI_Test_cancelled); the attribute-delete callback that
+ * notices freed communicators takes no lock.
+ */
+#define _GNU_SOURCE
+#include <mpi.h>
+
+#include "cst_writer.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <time.h>
+
+/* ---------------------------------------------------------------- the MPI it was built for */
+
+#if defined(OMPI_MAJOR_VERSION)
+#define CONTEND_STR2(x) #x
+#define CONTEND_STR(x) CONTEND_STR2(x)
+#define BUILT_FOR                                                                              \
+    "Open MPI " CONTEND_STR(OMPI_MAJOR_VERSION) "." CONTEND_STR(OMPI_MINOR_VERSION) "." CONTEND_STR( \
+        OMPI_RELEASE_VERSION)
+#define BUILT_FAMILY 1
+#define BUILT_MAJOR OMPI_MAJOR_VERSION
+#elif defined(MPICH_VERSION)
+#define BUILT_FOR "MPICH " MPICH_VERSION
+#define BUILT_FAMILY 2
+#define BUILT_MAJOR (atoi(MPICH_VERSION))
+#else
+#define BUILT_FOR "an unknown MPI"
+#define BUILT_FAMILY 0
+#define BUILT_MAJOR 0
+#endif
+
+_Static_assert(sizeof(MPI_Comm) <= 8 && sizeof(MPI_Request) <= 8 && sizeof(MPI_Message) <= 8,
+               "MPI handles are stored as up to 8 opaque bytes");
+
+/* ---------------------------------------------------------------- codes (formats.md §2.4) */
+
+enum {
+    FC_INIT = 1, FC_INIT_THREAD = 2, FC_FINALIZE = 3,
+    FC_SEND = 10, FC_SSEND, FC_BSEND, FC_RSEND, FC_RECV, FC_SENDRECV, FC_SENDRECV_REPLACE,
+    FC_ISEND = 20, FC_ISSEND, FC_IBSEND, FC_IRSEND, FC_IRECV,
+    FC_SEND_INIT = 30, FC_SSEND_INIT, FC_BSEND_INIT, FC_RSEND_INIT, FC_RECV_INIT, FC_START, FC_STARTALL,
+    FC_REQUEST_FREE,
+    FC_WAIT = 40, FC_WAITALL, FC_WAITANY, FC_WAITSOME, FC_TEST, FC_TESTALL, FC_TESTANY, FC_TESTSOME,
+    FC_CANCEL,
+    FC_PROBE = 50, FC_IPROBE, FC_MPROBE, FC_IMPROBE, FC_MRECV, FC_IMRECV,
+    FC_BARRIER = 60, FC_BCAST, FC_SCATTER, FC_SCATTERV, FC_GATHER, FC_GATHERV, FC_REDUCE, FC_ALLREDUCE,
+    FC_ALLGATHER, FC_ALLGATHERV, FC_ALLTOALL, FC_ALLTOALLV, FC_ALLTOALLW, FC_REDUCE_SCATTER,
+    FC_REDUCE_SCATTER_BLOCK, FC_SCAN, FC_EXSCAN,
+    FC_COMM_DUP = 80, FC_COMM_DUP_WITH_INFO, FC_COMM_SPLIT, FC_COMM_SPLIT_TYPE, FC_COMM_CREATE,
+    FC_CART_CREATE, FC_COMM_FREE,
+};
+
+enum {
+    AC_DEST = 1, AC_SEND_TAG, AC_BYTES_SENT, AC_SOURCE, AC_RECV_TAG, AC_ROOT, AC_REQUEST_CREATED,
+    AC_REQUEST_STARTED, AC_REQUEST_COMPLETED, AC_STATUS_SOURCE, AC_STATUS_TAG, AC_STATUS_BYTES,
+    AC_STATUS_CANCELLED, AC_REQUEST_FREED, AC_REQUEST_CANCELLED, AC_FLAG, AC_MESSAGE,
+    AC_CREATED_COMM,
+};
+
+#define NO_COMM 0xFFFFFFFFu    /* calls without a communicator; MPI_COMM_NULL */
+#define INTER_COMM 0xFFFFFFFEu /* intercommunicators are not resolved */
+#define CHUNK_RECORDS 4096u
+#define FLUSH_INTERVAL_NS 50000000ull
+
+/* Request flags in the request table. */
+#define RQ_RECV 1u
+#define RQ_PERSISTENT 2u
+#define RQ_ACTIVE 4u
+
+#define TLS_IE __attribute__((tls_model("initial-exec")))
+#define RA0() __builtin_return_address(0)
+
+/* ---------------------------------------------------------------- state */
+
+typedef void (*contend_fn)(void);
+
+typedef struct comm_info {
+    char *ident;     /* global identity: "world", "self.R", "P/N:L", "met#K" */
+    int size;        /* members */
+    int *world;      /* world rank of each member; NULL for MPI_COMM_WORLD (identity) */
+    uint32_t births; /* communicator-creating calls made on it (for its children's "N") */
+} comm_info;
+
+typedef struct freed_node {
+    struct freed_node *next;
+    uint64_t key;
+    uint64_t ts;
+} freed_node;
+
+static int g_want;              /* CONTEND_MPI_DIR is set */
+static int g_started;           /* MPI_Init / Init_thread seen */
+static volatile int g_recording; /* the stream is open and calls are recorded */
+static int g_synced;            /* took part in the clock comparison at Init */
+static pid_t g_pid;             /* the process that owns the stream (not a forked child) */
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t g_deflock = PTHREAD_MUTEX_INITIALIZER; /* defining new communicators */
+static cst_writer g_w;
+static int g_fd = -1;
+static char g_dir[PATH_MAX];
+static int g_rank, g_size;
+static uint64_t g_last_flush;
+static MPI_Group g_world_group;
+static MPI_Comm g_sync_comm;
+static int g_keyval;
+static int g_have_keyval;
+
+static comm_info *g_comms;
+static uint32_t g_ncomms, g_capcomms;
+static cst_map g_comm_map;    /* comm handle -> local id (or INTER_COMM); live comms only */
+static cst_map g_req_map;     /* request handle -> id, aux = comm local id, flags RQ_* */
+static cst_map g_msg_map;     /* message handle -> id, aux = comm local id */
+static cst_map g_met_counts;  /* hash of a member list -> communicators met with it */
+static uint64_t g_next_req = 1, g_next_msg = 1;
+static freed_node *volatile g_freed_head; /* pushed by the delete callback, lock-free */
+static uint32_t *g_freed_ids;             /* freed local ids to write after the next group */
+static uint64_t *g_freed_ts;
+static size_t g_nfreed, g_capfreed;
+static uint64_t g_cur_ts; /* the current group's enter time (args carry it) */
+
+static __thread int tl_depth TLS_IE; /* > 0 inside a wrapper: nested calls pass through */
+
+typedef struct scratch {
+    size_t cap;
+    MPI_Request *req;
+    MPI_Status *st;
+} scratch;
+static __thread scratch tl_scr TLS_IE;
+
+static inline uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+#define ACTIVE() (g_recording && tl_depth == 0)
+
+static inline uint64_t comm_key(MPI_Comm c)
+{
+    uint64_t k = 0;
+    memcpy(&k, &c, sizeof c);
+    return k;
+}
+
+static inline uint64_t req_key(MPI_Request r)
+{
+    uint64_t k = 0;
+    memcpy(&k, &r, sizeof r);
+    return k;
+}
+
+static inline uint64_t msg_key(MPI_Message m)
+{
+    uint64_t k = 0;
+    memcpy(&k, &m, sizeof m);
+    return k;
+}
+
+/* ---------------------------------------------------------------- trampolines */
+
+/* Every function the wrapper intercepts. */
+#define CONTEND_FUNCS(X)                                                                       \
+    X(MPI_Init) X(MPI_Init_thread) X(MPI_Finalize) X(MPI_Abort) X(MPI_Send) X(MPI_Ssend)        \
+    X(MPI_Bsend) X(MPI_Rsend) X(MPI_Recv) X(MPI_Sendrecv) X(MPI_Sendrecv_replace) X(MPI_Isend) \
+    X(MPI_Issend) X(MPI_Ibsend) X(MPI_Irsend) X(MPI_Irecv) X(MPI_Send_init) X(MPI_Ssend_init)  \
+    X(MPI_Bsend_init) X(MPI_Rsend_init) X(MPI_Recv_init) X(MPI_Start) X(MPI_Startall)          \
+    X(MPI_Request_free) X(MPI_Wait) X(MPI_Waitall) X(MPI_Waitany) X(MPI_Waitsome) X(MPI_Test)  \
+    X(MPI_Testall) X(MPI_Testany) X(MPI_Testsome) X(MPI_Cancel) X(MPI_Probe) X(MPI_Iprobe)     \
+    X(MPI_Mprobe) X(MPI_Improbe) X(MPI_Mrecv) X(MPI_Imrecv) X(MPI_Barrier) X(MPI_Bcast)        \
+    X(MPI_Scatter) X(MPI_Scatterv) X(MPI_Gather) X(MPI_Gatherv) X(MPI_Reduce) X(MPI_Allreduce) \
+    X(MPI_Allgather) X(MPI_Allgatherv) X(MPI_Alltoall) X(MPI_Alltoallv) X(MPI_Alltoallw)       \
+    X(MPI_Reduce_scatter) X(MPI_Reduce_scatter_block) X(MPI_Scan) X(MPI_Exscan)                \
+    X(MPI_Comm_dup) X(MPI_Comm_dup_with_info) X(MPI_Comm_split) X(MPI_Comm_split_type)         \
+    X(MPI_Comm_create) X(MPI_Cart_create) X(MPI_Comm_free)
+
+#if defined(__x86_64__) && defined(__ELF__)
+#define CONTEND_TRAMPOLINES 1
+/* The C wrapper of MPI_X is w_MPI_X, reached only through the stub. */
+#define FN(name) __attribute__((noinline, used)) static int w_##name
+#ifdef __CET__
+#define CONTEND_ENDBR "endbr64\n"
+#else
+#define CONTEND_ENDBR ""
+#endif
+#define DECLARE_TGT(name)                                                                      \
+    __attribute__((visibility("hidden"), used)) contend_fn contend_tgt_##name;                \
+    static contend_fn real_##name;                                                             \
+    __asm__(".pushsection .text\n"                                                             \
+            ".globl " #name "\n"                                                               \
+            ".type " #name ", @function\n"                                                     \
+            ".p2align 4\n" #name ":\n" CONTEND_ENDBR "jmp *contend_tgt_" #name "(%rip)\n"       \
+            ".size " #name ", .-" #name "\n"                                                   \
+            ".popsection\n");
+CONTEND_FUNCS(DECLARE_TGT)
+#define REAL(name, type) ((type)(real_##name ? real_##name : (contend_fn)P##name))
+#else
+#define CONTEND_TRAMPOLINES 0
+#define FN(name) int name
+#define REAL(name, type) ((type)P##name)
+#endif
+
+static void fortran_resolve(void);
+static void fortran_switch_to_real(int keep_finalize);
+
+/* Resolves the library's own functions (once, in the constructor: never in a forked child). */
+static void resolve_reals(void)
+{
+    fortran_resolve();
+#if CONTEND_TRAMPOLINES
+#define RESOLVE(name)                                                                          \
+    {                                                                                          \
+        void *p = dlsym(RTLD_NEXT, #name);                                                     \
+        if (!p)                                                                                \
+            p = dlsym(RTLD_DEFAULT, "P" #name);                                                \
+        memcpy(&real_##name, &p, sizeof p);                                                    \
+    }
+    CONTEND_FUNCS(RESOLVE)
+#undef RESOLVE
+#endif
+}
+
+/* Points every stub at the library (pass-through). MPI_Finalize keeps its wrapper when
+ * `keep_finalize` (a rank that must still take part in the clock comparison). */
+static void switch_to_real(int keep_finalize)
+{
+#if CONTEND_TRAMPOLINES
+#define SWITCH(name)                                                                           \
+    if (real_##name && !(keep_finalize && strcmp(#name, "MPI_Finalize") == 0))               \
+        __atomic_store_n(&contend_tgt_##name, real_##name, __ATOMIC_RELEASE);
+    CONTEND_FUNCS(SWITCH)
+#undef SWITCH
+#endif
+    fortran_switch_to_real(keep_finalize);
+}
+
+/* ---------------------------------------------------------------- small helpers */
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n >= sizeof line)
+        n = sizeof line - 1;
+    ssize_t w = write(2, line, (size_t)n);
+    (void)w;
+}
+
+/* Replaces bytes that are not printable ASCII with '?' (tabs become spaces), so that any text
+ * is valid UTF-8 for the string table. */
+static void sanitize(char *s)
+{
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '\t')
+            *s = ' ';
+        else if (c < 0x20 || c >= 0x7F)
+            *s = '?';
+    }
+}
+
+static int write_file_atomically(const char *path, const char *data, size_t len)
+{
+    char tmp[PATH_MAX + 32];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -1;
+    int rc = cst_write_all(fd, (const uint8_t *)data, len);
+    if (close(fd) != 0)
+        rc = -1;
+    if (rc == 0 && rename(tmp, path) != 0)
+        rc = -1;
+    if (rc != 0)
+        unlink(tmp);
+    return rc;
+}
+
+/* Copies /proc/self/maps to maps/rank-R.maps (temporary name, then rename). */
+static void copy_maps(void)
+{
+    int in = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        return;
+    size_t cap = 65536, len = 0;
+    char *buf = (char *)malloc(cap);
+    while (buf) {
+        if (len == cap) {
+            char *n = (char *)realloc(buf, cap * 2);
+            if (!n) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = n;
+            cap *= 2;
+        }
+        ssize_t r = read(in, buf + len, cap - len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        len += (size_t)r;
+    }
+    close(in);
+    if (!buf)
+        return;
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/maps/rank-%d.maps", g_dir, g_rank);
+    (void)write_file_atomically(path, buf, len);
+    free(buf);
+}
+
+static int scratch_reserve(size_t n)
+{
+    if (n <= tl_scr.cap)
+        return 0;
+    size_t cap = tl_scr.cap ? tl_scr.cap : 16;
+    while (cap < n)
+        cap *= 2;
+    MPI_Request *r = (MPI_Request *)realloc(tl_scr.req, cap * sizeof *r);
+    if (!r)
+        return -1;
+    tl_scr.req = r;
+    MPI_Status *s = (MPI_Status *)realloc(tl_scr.st, cap * sizeof *s);
+    if (!s)
+        return -1;
+    tl_scr.st = s;
+    tl_scr.cap = cap;
+    return 0;
+}
+
+/* count x size of `type`, saturated at 2^48 - 1; 0 for count <= 0 or an unknown size. Only
+ * called with datatypes that a successful call just accepted. */
+static uint64_t type_bytes(long long count, MPI_Datatype type)
+{
+    if (count <= 0)
+        return 0;
+    MPI_Count size = 0;
+    if (PMPI_Type_size_x(type, &size) != MPI_SUCCESS || size <= 0)
+        return 0;
+    if ((uint64_t)size > CST_MPI_VALUE_MAX / (uint64_t)count)
+        return CST_MPI_VALUE_MAX;
+    return (uint64_t)count * (uint64_t)size;
+}
+
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+    return a > CST_MPI_VALUE_MAX - b ? CST_MPI_VALUE_MAX : a + b;
+}
+
+/* The number of ranks a collective on `comm` addresses (the remote group's for an
+ * intercommunicator), and this rank's rank in it (-1 for an intercommunicator). */
+static int comm_shape(MPI_Comm comm, int *rank)
+{
+    int inter = 0, n = 0;
+    *rank = -1;
+    if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS)
+        return 0;
+    if (inter) {
+        PMPI_Comm_remote_size(comm, &n);
+    } else {
+        PMPI_Comm_size(comm, &n);
+        PMPI_Comm_rank(comm, rank);
+    }
+    return n;
+}
+
+/* ---------------------------------------------------------------- locking, groups */
+
+static void drain_freed(void);
+
+static void rlock(void)
+{
+    pthread_mutex_lock(&g_lock);
+    if (g_freed_head)
+        drain_freed();
+}
+
+static void runlock(void)
+{
+    pthread_mutex_unlock(&g_lock);
+}
+
+static void flush_locked(uint64_t now)
+{
+    (void)cst_flush(&g_w);
+    g_last_flush = now;
+}
+
+/* Starts a call group of at most `n` records. A group that fits a chunk is never split
+ * between two chunks (a rank killed at any moment leaves whole groups), so the buffer is
+ * flushed first when the group would not fit. */
+static void g_begin(unsigned n, uint64_t t0, int fn, void *site, uint32_t comm)
+{
+    if (g_w.buffered > 0 && g_w.buffered + n > g_w.chunk_events)
+        flush_locked(g_last_flush);
+    g_cur_ts = t0;
+    uint16_t s = cst_intern_site(&g_w, (uint64_t)(uintptr_t)site);
+    uint8_t r[16];
+    cst_mpi_enter(r, t0, (uint8_t)fn, s, comm);
+    cst_push_encoded(&g_w, r);
+}
+
+static inline void g_arg(int code, uint64_t bits48)
+{
+    uint8_t r[16];
+    cst_mpi_arg(r, g_cur_ts, (uint8_t)code, bits48);
+    cst_push_encoded(&g_w, r);
+}
+
+static inline void g_arg_s(int code, int64_t v)
+{
+    g_arg(code, cst_mpi_signed48(v));
+}
+
+static inline void g_arg_u(int code, uint64_t v)
+{
+    g_arg(code, cst_mpi_unsigned48(v));
+}
+
+/* Ends the group; writes the communicators freed meanwhile; flushes a full buffer, or when
+ * 50 ms have passed since the last flush. */
+static void g_end(uint64_t t1, int fn, int rc)
+{
+    uint8_t r[16];
+    cst_mpi_exit(r, t1, (uint8_t)fn, rc);
+    cst_push_encoded(&g_w, r);
+    for (size_t i = 0; i < g_nfreed; i++) {
+        cst_mpi_comm(r, g_freed_ts[i] > t1 ? g_freed_ts[i] : t1, 1, g_freed_ids[i]);
+        cst_push_encoded(&g_w, r);
+    }
+    g_nfreed = 0;
+    if (g_w.buffered >= g_w.chunk_events || t1 - g_last_flush >= FLUSH_INTERVAL_NS)
+        flush_locked(t1);
+}
+
+/* ---------------------------------------------------------------- communicators */
+
+/* MPI calls this (inside MPI_Comm_free or any other call that frees a communicator we put
+ * our attribute on). Takes no lock: the handle is queued and removed from the table at the
+ * next locked section, before any lookup, so a reused handle is never mistaken for the
+ * freed communicator. */
+static int comm_deleted(MPI_Comm comm, int keyval, void *value, void *extra)
+{
+    (void)keyval;
+    (void)value;
+    (void)extra;
+    int saved = errno;
+    freed_node *n = (freed_node *)malloc(sizeof *n);
+    if (n) {
+        n->key = comm_key(comm);
+        n->ts = now_ns();
+        n->next = __atomic_load_n(&g_freed_head, __ATOMIC_RELAXED);
+        while (!__atomic_compare_exchange_n(&g_freed_head, &n->next, n, 1, __ATOMIC_RELEASE,
+                                            __ATOMIC_RELAXED)) {
+        }
+    }
+    errno = saved;
+    return MPI_SUCCESS;
+}
+
+static void queue_freed(uint32_t id, uint64_t ts)
+{
+    if (g_nfreed == g_capfreed) {
+        size_t cap = g_capfreed ? g_capfreed * 2 : 16;
+        uint32_t *a = (uint32_t *)realloc(g_freed_ids, cap * sizeof *a);
+        if (!a)
+            return;
+        g_freed_ids = a;
+        uint64_t *b = (uint64_t *)realloc(g_freed_ts, cap * sizeof *b);
+        if (!b)
+            return;
+        g_freed_ts = b;
+        g_capfreed = cap;
+    }
+    g_freed_ids[g_nfreed] = id;
+    g_freed_ts[g_nfreed] = ts;
+    g_nfreed++;
+}
+
+/* Under the lock: forgets the handles freed since the last call. */
+static void drain_freed(void)
+{
+    freed_node *n = __atomic_exchange_n(&g_freed_head, NULL, __ATOMIC_ACQUIRE);
+    freed_node *rev = NULL;
+    while (n) {
+        freed_node *next = n->next;
+        n->next = rev;
+        rev = n;
+        n = next;
+    }
+    while (rev) {
+        freed_node *next = rev->next;
+        cst_map_entry *e = cst_map_get(&g_comm_map, rev->key);
+        if (e) {
+            uint32_t id = (uint32_t)e->val;
+            cst_map_del(&g_comm_map, rev->key);
+            if (id < INTER_COMM)
+                queue_freed(id, rev->ts);
+        }
+        free(rev);
+        rev = next;
+    }
+}
+
+/* "IDENT r0 r1 ..." */
+static char *members_string(const char *ident, int size, const int *world)
+{
+    size_t cap = strlen(ident) + (size_t)(size > 0 ? size : 0) * 12 + 1;
+    char *s = (char *)malloc(cap);
+    if (!s)
+        return NULL;
+    size_t len = (size_t)snprintf(s, cap, "%s", ident);
+    for (int i = 0; i < size; i++)
+        len += (size_t)snprintf(s + len, cap - len, " %d", world ? world[i] : i);
+    return s;
+}
+
+/* Under the lock: gives the next local id to a communicator and writes its definition.
+ * Takes ownership of `ident` and `world`. */
+static uint32_t define_comm(char *ident, int size, int *world, uint64_t ts)
+{
+    if (g_ncomms == g_capcomms) {
+        uint32_t cap = g_capcomms ? g_capcomms * 2 : 16;
+        comm_info *n = (comm_info *)realloc(g_comms, cap * sizeof *n);
+        if (!n) {
+            free(ident);
+            free(world);
+            return NO_COMM;
+        }
+        g_comms = n;
+        g_capcomms = cap;
+    }
+    uint32_t id = g_ncomms++;
+    g_comms[id].ident = ident;
+    g_comms[id].size = size;
+    g_comms[id].world = world;
+    g_comms[id].births = 0;
+    char *m = members_string(ident, size, world);
+    uint32_t sid = m ? cst_intern_cstr(&g_w, m) : CST_NO_STRING;
+    free(m);
+    uint8_t r[16];
+    cst_mpi_comm(r, ts, 0, id);
+    cst_push_encoded(&g_w, r);
+    cst_mpi_comm_members(r, ts, sid);
+    cst_push_encoded(&g_w, r);
+    return id;
+}
+
+typedef struct comm_query {
+    int inter;
+    int size;
+    int *world; /* malloc'd, size entries */
+} comm_query;
+
+/* Not under the lock: what a communicator is (intercommunicator, or its members' world
+ * ranks), and our attribute set on it so that its freeing is noticed. */
+static int query_comm(MPI_Comm c, comm_query *q)
+{
+    memset(q, 0, sizeof *q);
+    int inter = 0;
+    if (PMPI_Comm_test_inter(c, &inter) != MPI_SUCCESS)
+        return -1;
+    if (g_have_keyval)
+        PMPI_Comm_set_attr(c, g_keyval, NULL);
+    if (inter) {
+        q->inter = 1;
+        return 0;
+    }
+    int size = 0;
+    MPI_Group g;
+    if (PMPI_Comm_size(c, &size) != MPI_SUCCESS || size <= 0)
+        return -1;
+    if (PMPI_Comm_group(c, &g) != MPI_SUCCESS)
+        return -1;
+    int *ranks = (int *)malloc((size_t)size * sizeof(int));
+    int *world = (int *)malloc((size_t)size * sizeof(int));
+    if (!ranks || !world) {
+        free(ranks);
+        free(world);
+        PMPI_Group_free(&g);
+        return -1;
+    }
+    for (int i = 0; i < size; i++)
+        ranks[i] = i;
+    int rc = PMPI_Group_translate_ranks(g, size, ranks, g_world_group, world);
+    PMPI_Group_free(&g);
+    free(ranks);
+    if (rc != MPI_SUCCESS) {
+        free(world);
+        return -1;
+    }
+    q->size = size;
+    q->world = world;
+    return 0;
+}
+
+/* Under the lock: defines an intracommunicator met without having seen it created as
+ * "met#K", the Kth communicator with this member list met on this rank. Takes q->world. */
+static uint32_t define_met(comm_query *q, uint64_t ts)
+{
+    char *list = members_string("", q->size, q->world);
+    uint64_t h = list ? cst_fnv1a(list, strlen(list)) : 0;
+    free(list);
+    cst_map_entry *m = cst_map_get(&g_met_counts, h);
+    uint64_t k = (m ? m->val : 0) + 1;
+    cst_map_put(&g_met_counts, h, k, 0);
+    char *ident = (char *)malloc(32);
+    if (!ident) {
+        free(q->world);
+        q->world = NULL;
+        return NO_COMM;
+    }
+    snprintf(ident, 32, "met#%llu", (unsigned long long)k);
+    uint32_t id = define_comm(ident, q->size, q->world, ts);
+    q->world = NULL;
+    return id;
+}
+
+/* Under the lock: the local id of `c`, defining it first (`met#K`) if it was never seen.
+ * May release and retake the lock (so call it before g_begin). Queries MPI only when
+ * `may_query` (the handle is known valid: the call succeeded). */
+static uint32_t comm_id(MPI_Comm c, int may_query, uint64_t ts)
+{
+    if (c == MPI_COMM_NULL)
+        return NO_COMM;
+    if (c == MPI_COMM_WORLD)
+        return 0;
+    if (c == MPI_COMM_SELF)
+        return 1;
+    uint64_t key = comm_key(c);
+    cst_map_entry *e = cst_map_get(&g_comm_map, key);
+    if (e)
+        return (uint32_t)e->val;
+    if (!may_query)
+        return NO_COMM;
+    /* Definitions are made holding g_deflock (taken before g_lock, never inside it), so a
+     * communicator is queried, and our attribute set on it, once. */
+    runlock();
+    pthread_mutex_lock(&g_deflock);
+    rlock();
+    e = cst_map_get(&g_comm_map, key);
+    runlock();
+    comm_query q;
+    int ok = !e && query_comm(c, &q) == 0;
+    rlock();
+    pthread_mutex_unlock(&g_deflock);
+    e = cst_map_get(&g_comm_map, key);
+    if (e) {
+        if (ok)
+            free(q.world);
+        return (uint32_t)e->val;
+    }
+    if (!ok)
+        return NO_COMM;
+    uint32_t id = q.inter ? INTER_COMM : define_met(&q, ts);
+    if (id != NO_COMM)
+        cst_map_put(&g_comm_map, key, id, 0);
+    return id;
+}
+
+/* World rank of rank `r` of communicator `id`; -1 ANY_SOURCE, -2 PROC_NULL; ranks of
+ * intercommunicators (and out-of-range ranks) as given. */
+static int64_t to_world(uint32_t id, int r)
+{
+    if (r == MPI_PROC_NULL)
+        return -2;
+    if (r == MPI_ANY_SOURCE)
+        return -1;
+    if (id >= g_ncomms || r < 0)
+        return r;
+    comm_info *c = &g_comms[id];
+    if (!c->world || r >= c->size)
+        return r;
+    return c->world[r];
+}
+
+static inline int64_t tag_value(int tag)
+{
+    return tag == MPI_ANY_TAG ? -1 : tag;
+}
+
+/* ---------------------------------------------------------------- statuses, requests */
+
+/* Under the lock, inside a group: source, tag and bytes of a receive's status. */
+static void g_status(const MPI_Status *st, uint32_t comm)
+{
+    int count = 0;
+    uint64_t bytes = 0;
+    if (PMPI_Get_count(st, MPI_BYTE, &count) == MPI_SUCCESS && count != MPI_UNDEFINED) {
+        bytes = count > 0 ? (uint64_t)count : 0;
+    } else {
+        MPI_Count big = 0;
+        if (PMPI_Get_elements_x(st, MPI_BYTE, &big) == MPI_SUCCESS && big > 0)
+            bytes = (uint64_t)big;
+    }
+    g_arg_s(AC_STATUS_SOURCE, to_world(comm, st->MPI_SOURCE));
+    g_arg_s(AC_STATUS_TAG, tag_value(st->MPI_TAG));
+    g_arg_u(AC_STATUS_BYTES, bytes);
+}
+
+/* Under the lock: a new request's id. */
+static uint64_t new_request(MPI_Request r, unsigned flags, uint32_t comm)
+{
+    uint64_t id = g_next_req++;
+    cst_map_entry *e = cst_map_put(&g_req_map, req_key(r), id, comm);
+    if (e)
+        e->flags = (uint16_t)flags;
+    return id;
+}
+
+/* Under the lock, inside a group: request `r` (its handle before the call) completed with
+ * status `st` (NULL if none). Writes `request completed` and, for a receive, its status, or
+ * `status cancelled`. A request the wrapper did not see created has id 0; an inactive
+ * persistent request is skipped. */
+static void g_completion(MPI_Request r, const MPI_Status *st)
+{
+    uint64_t key = req_key(r);
+    cst_map_entry *e = cst_map_get(&g_req_map, key);
+    if (!e) {
+        g_arg_u(AC_REQUEST_COMPLETED, 0);
+        return;
+    }
+    if ((e->flags & RQ_PERSISTENT) && !(e->flags & RQ_ACTIVE))
+        return;
+    g_arg_u(AC_REQUEST_COMPLETED, e->val);
+    int cancelled = 0;
+    if (st)
+        PMPI_Test_cancelled(st, &cancelled);
+    if (cancelled)
+        g_arg_u(AC_STATUS_CANCELLED, 1);
+    else if ((e->flags & RQ_RECV) && st)
+        g_status(st, e->aux);
+    if (e->flags & RQ_PERSISTENT)
+        e->flags &= (uint16_t)~RQ_ACTIVE;
+    else
+        cst_map_del(&g_req_map, key);
+}
+
+static uint64_t request_id(MPI_Request r)
+{
+    cst_map_entry *e = cst_map_get(&g_req_map, req_key(r));
+    return e ? e->val : 0;
+}
+
+/* ---------------------------------------------------------------- the stream */
+
+static void mark(uint64_t ts, const char *label)
+{
+    uint32_t sid = cst_intern_cstr(&g_w, label);
+    cst_push(&g_w, ts, CST_EV_MARK, 0, CST_NO_SITE, sid);
+}
+
+static int open_stream(uint64_t base_time)
+{
+    char path[PATH_MAX + 64];
+    mkdir(g_dir, 0755);
+    snprintf(path, sizeof path, "%s/streams", g_dir);
+    mkdir(path, 0755);
+    snprintf(path, sizeof path, "%s/maps", g_dir);
+    mkdir(path, 0755);
+    int fd = -1;
+    for (int n = 1; n < 1000 && fd < 0; n++) {
+        if (n == 1)
+            snprintf(path, sizeof path, "%s/streams/rank-%d.cst", g_dir, g_rank);
+        else
+            snprintf(path, sizeof path, "%s/streams/rank-%d.%d.cst", g_dir, g_rank, n);
+        fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd < 0 && errno != EEXIST)
+            break;
+    }
+    if (fd < 0) {
+        say("contend: cannot create %s: %s; rank %d is not recorded\n", path, strerror(errno),
+            g_rank);
+        return -1;
+    }
+    cst_header h = {
+        .kind = CST_STREAM_RANK,
+        .clock = CST_CLOCK_MONOTONIC,
+        .clock_hz = 1000000000u,
+        .pid = (uint32_t)getpid(),
+        .tid = 0,
+        .rank = g_rank,
+        .base_time = base_time,
+    };
+    if (cst_open(&g_w, fd, &h, CHUNK_RECORDS) != 0) {
+        say("contend: cannot write %s; rank %d is not recorded\n", path, g_rank);
+        close(fd);
+        return -1;
+    }
+    g_fd = fd;
+    return 0;
+}
+
+/* Flushes and closes the stream with its trailer. Under the lock. */
+static void close_stream(uint64_t end_time)
+{
+    if (g_fd < 0)
+        return;
+    uint8_t r[16];
+    for (size_t i = 0; i < g_nfreed; i++) {
+        cst_mpi_comm(r, g_freed_ts[i], 1, g_freed_ids[i]);
+        cst_push_encoded(&g_w, r);
+    }
+    g_nfreed = 0;
+    (void)cst_finish(&g_w, end_time);
+    close(g_fd);
+    g_fd = -1;
+    cst_free(&g_w);
+}
+
+/* ---------------------------------------------------------------- clock comparison */
+
+/* Collective over MPI_COMM_WORLD (on a private duplicate): rank 0 serves ranks 1, 2, ... in
+ * turn; each makes 10 exchanges and keeps the one with the smallest round trip. Writes
+ * mpi-clock and its two mpi-clock-offset records when recording. */
+static void clock_sync(int phase)
+{
+    enum { EXCHANGES = 10, TAG = 0 };
+    uint64_t ts, best = UINT64_MAX;
+    int64_t offset = 0;
+    int trips = 0;
+    if (g_rank == 0) {
+        for (int r = 1; r < g_size; r++) {
+            for (int i = 0; i < EXCHANGES; i++) {
+                char ping;
+                if (PMPI_Recv(&ping, 0, MPI_BYTE, r, TAG, g_sync_comm, MPI_STATUS_IGNORE) !=
+                    MPI_SUCCESS)
+                    break;
+                uint64_t t0 = now_ns();
+                if (PMPI_Send(&t0, 8, MPI_BYTE, r, TAG, g_sync_comm) != MPI_SUCCESS)
+                    break;
+            }
+        }
+        ts = now_ns();
+        best = 0;
+    } else {
+        uint64_t b1 = 0, b2 = 0, b0 = 0;
+        for (int i = 0; i < EXCHANGES; i++) {
+            char ping = 0;
+            uint64_t t0 = 0;
+            uint64_t t1 = now_ns();
+            if (PMPI_Send(&ping, 0, MPI_BYTE, 0, TAG, g_sync_comm) != MPI_SUCCESS)
+                break;
+            if (PMPI_Recv(&t0, 8, MPI_BYTE, 0, TAG, g_sync_comm, MPI_STATUS_IGNORE) !=
+                MPI_SUCCESS)
+                break;
+            uint64_t t2 = now_ns();
+            trips++;
+            if (t2 - t1 < best) {
+                best = t2 - t1;
+                b1 = t1;
+                b2 = t2;
+                b0 = t0;
+            }
+        }
+        if (trips > 0) {
+            ts = b1 + (b2 - b1) / 2;
+            offset = (int64_t)(b0 - ts);
+        } else {
+            ts = now_ns();
+            best = 0;
+        }
+    }
+    if (!g_recording && g_fd < 0)
+        return;
+    uint8_t recs[3][16];
+    cst_mpi_clock(recs, ts, (uint8_t)phase, (uint64_t)trips, best, offset);
+    rlock();
+    for (int i = 0; i < 3; i++)
+        cst_push_encoded(&g_w, recs[i]);
+    runlock();
+}
+
+/* ---------------------------------------------------------------- Init, Finalize, Abort */
+
+/* The first line of the loaded library's MPI_Get_library_version (callable before Init). */
+static void library_line(char *out, size_t cap)
+{
+    static char text[16384 + MPI_MAX_LIBRARY_VERSION_STRING]; /* room for any MPI's maximum */
+    int len = 0;
+    memset(text, 0, sizeof text);
+    if (PMPI_Get_library_version(text, &len) != MPI_SUCCESS)
+        text[0] = 0;
+    text[sizeof text - 1] = 0;
+    size_t n = strcspn(text, "\r\n");
+    while (n > 0 && (text[n - 1] == ' ' || text[n - 1] == '\t'))
+        n--;
+    if (n >= cap)
+        n = cap - 1;
+    memcpy(out, text, n);
+    out[n] = 0;
+}
+
+static int version_after(const char *s, const char *prefix)
+{
+    const char *p = strstr(s, prefix);
+    if (!p)
+        return -1;
+    p += strlen(prefix);
+    while (*p == ' ' || *p == '\t' || *p == 'v')
+        p++;
+    return (*p >= '0' && *p <= '9') ? atoi(p) : -1;
+}
+
+/* Does the loaded library (`line`) match the one this file was compiled for? Same family and
+ * same major version (Open MPI and MPICH keep their ABI within a major version; MPICH's
+ * derivatives, MVAPICH and Intel MPI, share MPICH's ABI and are accepted by family alone). */
+static int library_matches(const char *line)
+{
+#if BUILT_FAMILY == 1
+    if (strncmp(line, "Open MPI", 8) != 0)
+        return 0;
+    return version_after(line, "Open MPI") == BUILT_MAJOR;
+#elif BUILT_FAMILY == 2
+    if (strstr(line, "MPICH Version:"))
+        return version_after(line, "MPICH Version:") == BUILT_MAJOR;
+    return strstr(line, "MVAPICH") != NULL || strstr(line, "Intel(R) MPI") != NULL;
+#else
+    (void)line;
+    (void)version_after;
+    return 0;
+#endif
+}
+
+static void refuse(const char *loaded)
+{
+    char text[1024];
+    snprintf(text, sizeof text,
+             "contend: the MPI wrapper was built for %s but this rank loaded %s; this rank is "
+             "not recorded (contend record --mpi rebuilds it for the program's MPI)\n",
+             BUILT_FOR, loaded[0] ? loaded : "an MPI that does not name itself");
+    say("%s", text);
+    mkdir(g_dir, 0755);
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/mpi-refused-%d.txt", g_dir, (int)getpid());
+    (void)write_file_atomically(path, text, strlen(text));
+}
+
+/* After a successful PMPI_Init / PMPI_Init_thread: sets up and starts recording. */
+static void start(int fn, void *site, uint64_t t0, uint64_t t1, int rc, const char *library)
+{
+    PMPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    PMPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    if (PMPI_Comm_dup(MPI_COMM_WORLD, &g_sync_comm) != MPI_SUCCESS) {
+        say("contend: cannot duplicate MPI_COMM_WORLD; rank %d is not recorded\n", g_rank);
+        switch_to_real(0);
+        return;
+    }
+    PMPI_Comm_set_errhandler(g_sync_comm, MPI_ERRORS_RETURN);
+    g_synced = 1;
+    PMPI_Comm_group(MPI_COMM_WORLD, &g_world_group);
+    g_have_keyval = PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, comm_deleted, &g_keyval,
+                                            NULL) == MPI_SUCCESS;
+    int opened = open_stream(t0) == 0;
+    if (opened) {
+        g_pid = getpid();
+        pthread_mutex_lock(&g_lock);
+        g_last_flush = t1;
+        g_begin(2, t0, fn, site, NO_COMM);
+        g_end(t1, fn, rc);
+        char *w = (char *)malloc(8), *s = (char *)malloc(32);
+        int *self = (int *)malloc(sizeof(int));
+        if (w && s && self) {
+            strcpy(w, "world");
+            snprintf(s, 32, "self.%d", g_rank);
+            *self = g_rank;
+            define_comm(w, g_size, NULL, t1);
+            define_comm(s, 1, self, t1);
+        } else {
+            free(w);
+            free(s);
+            free(self);
+        }
+        pthread_mutex_unlock(&g_lock);
+    }
+    clock_sync(0);
+    if (opened) {
+        char host[256 + 16] = "mpi.host=";
+        gethostname(host + 9, sizeof host - 10);
+        host[sizeof host - 1] = 0;
+        sanitize(host);
+        char lib[600];
+        snprintf(lib, sizeof lib, "mpi.library=%s", library);
+        sanitize(lib);
+        uint64_t now = now_ns();
+        pthread_mutex_lock(&g_lock);
+        mark(now, host);
+        mark(now, lib);
+        flush_locked(now);
+        pthread_mutex_unlock(&g_lock);
+        copy_maps();
+        g_recording = 1;
+    } else {
+        switch_to_real(1);
+    }
+}
+
+/* How to call the library's initialiser: `real` asks for the library's own entry point
+ * (RTLD_NEXT) rather than PMPI_*, for a library this file was not compiled for. Returns the
+ * MPI error code. The C and Fortran entry points each pass theirs. */
+typedef int (*init_call)(void *ctx, int real);
+
+/* MPI_Init, MPI_Init_thread and their Fortran bindings. */
+static int init_common(init_call call, void *ctx, int fn, void *site)
+{
+    int err = errno;
+    if (!g_want || g_started || tl_depth) {
+        errno = err;
+        return call(ctx, 0);
+    }
+    g_started = 1;
+    tl_depth++;
+    char library[512];
+    library_line(library, sizeof library);
+    if (!library_matches(library)) {
+        /* Nothing compiled against this mpi.h may touch the loaded MPI: hand over. */
+        sanitize(library);
+        refuse(library);
+        switch_to_real(0);
+        tl_depth--;
+        errno = err;
+        return call(ctx, 1);
+    }
+    uint64_t t0 = now_ns();
+    errno = err;
+    int rc = call(ctx, 0);
+    uint64_t t1 = now_ns();
+    int e = errno;
+    if (rc == MPI_SUCCESS)
+        start(fn, site, t0, t1, rc, library);
+    else
+        switch_to_real(0);
+    tl_depth--;
+    errno = e;
+    return rc;
+}
+
+typedef struct c_init_args {
+    int *argc;
+    char ***argv;
+    int required; /* < 0 for MPI_Init */
+    int *provided;
+} c_init_args;
+
+static int c_init_call(void *ctx, int real)
+{
+    c_init_args *a = (c_init_args *)ctx;
+    if (a->required < 0)
+        return real ? REAL(MPI_Init, int (*)(int *, char ***))(a->argc, a->argv)
+                    : PMPI_Init(a->argc, a->argv);
+    return real ? REAL(MPI_Init_thread, int (*)(int *, char ***, int, int *))(
+                      a->argc, a->argv, a->required, a->provided)
+                : PMPI_Init_thread(a->argc, a->argv, a->required, a->provided);
+}
+
+FN(MPI_Init)(int *argc, char ***argv)
+{
+    c_init_args a = {argc, argv, -1, NULL};
+    return init_common(c_init_call, &a, FC_INIT, RA0());
+}
+
+FN(MPI_Init_thread)(int *argc, char ***argv, int required, int *provided)
+{
+    c_init_args a = {argc, argv, required, provided};
+    return init_common(c_init_call, &a, FC_INIT_THREAD, RA0());
+}
+
+/* MPI_Finalize and its Fortran binding: the clock comparison, then the call, then the
+ * stream's trailer. `call` calls the library's finaliser and returns its error code. */
+static int finalize_common(int (*call)(void *ctx), void *ctx, void *site)
+{
+    int err = errno;
+    if (!g_synced || tl_depth) {
+        errno = err;
+        return call(ctx);
+    }
+    tl_depth++;
+    clock_sync(1);
+    g_synced = 0;
+    PMPI_Comm_free(&g_sync_comm);
+    if (g_recording) {
+        copy_maps();
+        rlock();
+        flush_locked(now_ns()); /* everything so far is on disk if PMPI_Finalize dies */
+        runlock();
+    }
+    if (g_have_keyval) {
+        PMPI_Comm_free_keyval(&g_keyval);
+        g_have_keyval = 0;
+    }
+    PMPI_Group_free(&g_world_group);
+    uint64_t t0 = now_ns();
+    errno = err;
+    int rc = call(ctx);
+    uint64_t t1 = now_ns();
+    int e = errno;
+    if (g_recording) {
+        rlock();
+        g_begin(2, t0, FC_FINALIZE, site, NO_COMM);
+        g_end(t1, FC_FINALIZE, rc);
+        g_recording = 0;
+        close_stream(t1);
+        runlock();
+    }
+    switch_to_real(0);
+    tl_depth--;
+    errno = e;
+    return rc;
+}
+
+static int c_finalize_call(void *ctx)
+{
+    (void)ctx;
+    return PMPI_Finalize();
+}
+
+FN(MPI_Finalize)(void)
+{
+    return finalize_common(c_finalize_call, NULL, RA0());
+}
+
+FN(MPI_Abort)(MPI_Comm comm, int errorcode)
+{
+    int err = errno;
+    if (ACTIVE()) {
+        char label[64];
+        snprintf(label, sizeof label, "mpi.abort=%d", errorcode);
+        rlock();
+        mark(now_ns(), label);
+        flush_locked(now_ns());
+        runlock();
+    }
+    errno = err;
+    return PMPI_Abort(comm, errorcode);
+}
+
+/* A rank that exits without MPI_Finalize: flush and write the trailer. Never in a forked
+ * child (it does not own the stream); gives up rather than wait long for the lock. */
+__attribute__((destructor)) static void contend_fini(void)
+{
+    int err = errno;
+    if (g_fd >= 0 && g_pid == getpid()) {
+        int locked = 0;
+        for (int i = 0; i < 200 && !(locked = pthread_mutex_trylock(&g_lock) == 0); i++) {
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
+        if (locked) {
+            g_recording = 0;
+            close_stream(now_ns());
+            pthread_mutex_unlock(&g_lock);
+        }
+    }
+    errno = err;
+}
+
+static void after_fork_child(void)
+{
+    /* The child does not own the stream: it records nothing and never writes the file. */
+    g_recording = 0;
+    g_synced = 0;
+    g_fd = -1;
+    switch_to_real(0);
+}
+
+/* A library of the other MPI family already mapped into this process (found by file name:
+ * Open MPI's all come with libopen-pal, MPICH's are libmpich*), or NULL. */
+static int find_other_mpi(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    const char *name = info->dlpi_name ? info->dlpi_name : "";
+    const char *base = strrchr(name, '/');
+    base = base ? base + 1 : name;
+#if BUILT_FAMILY == 1
+    int other = strncmp(base, "libmpich", 8) == 0;
+#elif BUILT_FAMILY == 2
+    int other = strncmp(base, "libopen-pal", 11) == 0 || strncmp(base, "libmpi_mpifh", 12) == 0;
+#else
+    int other = 0;
+#endif
+    if (other) {
+        *(const char **)data = name;
+        return 1;
+    }
+    return 0;
+}
+
+/* The wrapper links the MPI it was compiled for. When the program's MPI is another one and
+ * reached only through a second library (the Fortran bindings: libmpi_mpifh, libmpichfort),
+ * the loader puts the wrapper's MPI first in the lookup order, so that library's PMPI_* calls
+ * would go to the wrong MPI before any check at MPI_Init could run. Such a process is started
+ * again (execve of itself: same pid, arguments and environment) without the wrapper in
+ * LD_PRELOAD. Returns only if that is not needed or not possible. */
+static void reexec_without_wrapper_if_mismatched(void)
+{
+    const char *other = NULL;
+    dl_iterate_phdr(find_other_mpi, &other);
+    if (!other || getenv("CONTEND_MPI_REEXECUTED"))
+        return;
+    Dl_info self;
+    const char *preload = getenv("LD_PRELOAD");
+    if (!preload || !dladdr((void *)reexec_without_wrapper_if_mismatched, &self) ||
+        !self.dli_fname)
+        return;
+    const char *mine = strrchr(self.dli_fname, '/');
+    mine = mine ? mine + 1 : self.dli_fname;
+    /* LD_PRELOAD without this library (entries separated by spaces or colons). */
+    size_t plen = strlen(preload);
+    char *kept = (char *)malloc(plen + sizeof "LD_PRELOAD=" + 1);
+    if (!kept)
+        return;
+    strcpy(kept, "LD_PRELOAD=");
+    char *out = kept + strlen(kept);
+    for (const char *p = preload; *p;) {
+        size_t n = strcspn(p, " :");
+        const char *b = p;
+        for (const char *q = p; q < p + n; q++)
+            if (*q == '/')
+                b = q + 1;
+        if (n > 0 && !((size_t)(p + n - b) == strlen(mine) && strncmp(b, mine, strlen(mine)) == 0)) {
+            if (out != kept + strlen("LD_PRELOAD="))
+                *out++ = ':';
+            memcpy(out, p, n);
+            out += n;
+        }
+        p += n;
+        if (*p)
+            p++;
+    }
+    *out = 0;
+    /* argv from /proc/self/cmdline. */
+    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    size_t cap = 1 << 16, len = 0;
+    char *cmd = (char *)malloc(cap + 1);
+    while (cmd) {
+        ssize_t r = read(fd, cmd + len, cap - len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        len += (size_t)r;
+        if (len == cap) {
+            char *n = (char *)realloc(cmd, cap * 2 + 1);
+            if (!n) {
+                free(cmd);
+                cmd = NULL;
+                break;
+            }
+            cmd = n;
+            cap *= 2;
+        }
+    }
+    close(fd);
+    if (!cmd || len == 0)
+        return;
+    cmd[len] = 0;
+    size_t argc = 0;
+    for (size_t i = 0; i < len; i++)
+        if (cmd[i] == 0)
+            argc++;
+    char **argv = (char **)calloc(argc + 1, sizeof *argv);
+    extern char **environ;
+    size_t envc = 0;
+    while (environ[envc])
+        envc++;
+    char **envp = (char **)calloc(envc + 2, sizeof *envp);
+    if (!argv || !envp)
+        return;
+    for (size_t i = 0, a = 0; i < len && a < argc; a++) {
+        argv[a] = cmd + i;
+        i += strlen(cmd + i) + 1;
+    }
+    size_t e = 0;
+    for (size_t i = 0; i < envc; i++)
+        envp[e++] = strncmp(environ[i], "LD_PRELOAD=", 11) == 0 ? kept : environ[i];
+    envp[e++] = (char *)"CONTEND_MPI_REEXECUTED=1";
+    envp[e] = NULL;
+    char loaded[PATH_MAX + 64];
+    snprintf(loaded, sizeof loaded, "%s (%s)",
+             BUILT_FAMILY == 1 ? "MPICH" : BUILT_FAMILY == 2 ? "Open MPI" : "another MPI", other);
+    if (g_want)
+        refuse(loaded);
+    else
+        say("contend: the MPI wrapper was built for %s but this process loaded %s; starting it "
+            "again without the wrapper\n",
+            BUILT_FOR, loaded);
+    execve("/proc/self/exe", argv, envp);
+    /* Still here: carry on (the wrapper will pass calls through). */
+}
+
+__attribute__((constructor)) static void contend_start(void)
+{
+    int err = errno;
+    resolve_reals();
+    const char *dir = getenv("CONTEND_MPI_DIR");
+    if (dir && *dir && strlen(dir) < sizeof g_dir) {
+        g_want = 1;
+        strcpy(g_dir, dir);
+    }
+    reexec_without_wrapper_if_mismatched();
+    if (g_want)
+        pthread_atfork(NULL, NULL, after_fork_child);
+    else
+        switch_to_real(0);
+    errno = err;
+}
+
+/* ---------------------------------------------------------------- the wrappers */
+
+/* Every wrapper: pass through unless recording; else time the PMPI call, then write its group
+ * in one locked section. errno is what the PMPI call left. */
+#define PASS_UNLESS_ACTIVE(call)                                                               \
+    if (!ACTIVE())                                                                             \
+        return call;                                                                           \
+    void *site = RA0();                                                                        \
+    int err_ = errno;                                                                          \
+    tl_depth++;                                                                                \
+    uint64_t t0 = now_ns();                                                                    \
+    errno = err_;                                                                              \
+    int rc = call;                                                                             \
+    uint64_t t1 = now_ns();                                                                    \
+    err_ = errno;
+
+#define DONE()                                                                                 \
+    tl_depth--;                                                                                \
+    errno = err_;                                                                              \
+    return rc;
+
+/* Blocking sends. */
+static void rec_send(int fn, void *site, uint64_t t0, uint64_t t1, int rc, int count,
+                     MPI_Datatype type, int dest, int tag, MPI_Comm comm)
+{
+    uint64_t bytes = rc == MPI_SUCCESS ? type_bytes(count, type) : 0;
+    rlock();
+    uint32_t c = comm_id(comm, rc == MPI_SUCCESS, t1);
+    g_begin(5, t0, fn, site, c);
+    g_arg_s(AC_DEST, to_world(c, dest));
+    g_arg_s(AC_SEND_TAG, tag);
+    g_arg_u(AC_BYTES_SENT, bytes);
+    g_end(t1, fn, rc);
+    runlock();
+}
+
+FN(MPI_Send)(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm)
+{
+    PASS_UNLESS_ACTIVE(PMPI_Send(buf, count, type, dest, tag, comm));
+    rec_send(FC_SEND, site, t0, t1, rc, count, type, dest, tag, comm);
+    DONE();
+}
+
+FN(MPI_Ssend)(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm)
+{
+    PASS_UNLESS_ACTIVE(PMPI_Ssend(buf, count, type, dest, tag, comm));
+    rec_send(FC_SSEND, site, t0, t1, rc, count, type, dest, tag, comm);
+    DONE();
+}
+
+FN(MPI_Bsend)(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm)
+{
+    PASS_UNLESS_ACTIVE(PMPI_Bsend(buf, count, type, dest, tag, comm));
+    rec_send(FC_BSEND, site, t0, t1, rc, count, type, dest, tag, comm);
+    DONE();
+}
+
+FN(MPI_Rsend)(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm)
+{
+    PASS_UNLESS_ACTIVE(PMPI_Rsend(buf, count, type, dest, tag, comm));
+    rec_send(FC_RSEND, site, t0, t1, rc, count, type, dest, tag, comm);
+    DONE();
+}
+
+/* Blocking receives and probes: source and tag as posted, then the status. */
+static void rec_recv(int fn, void *site, uint64_t t0, uint64_t t1, int rc, int source, int tag,
+                     MPI_Comm comm, const MPI_Status *st)
+{
+    rlock();
+    uint32_t c = comm_id(comm, rc == MPI_SUCCESS, t1);
+    g_begin(7, t0, fn, site, c);
+    g_arg_s(AC_SOURCE, to_world(c, source));
+    g_arg_s(AC_RECV_TAG, tag_value(tag));
+    if (rc == MPI_SUCCESS)
+        g_status(st, c);
+    g_end(t1, fn, rc);
+    runlock();
+}
+
+FN(MPI_Recv)(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+             MPI_Status *status)
+{
+    MPI_Status own;
+    MPI_Status *st = status == MPI_STATUS_IGNORE ? &own : status;
+    PASS_UNLESS_ACTIVE(PMPI_Recv(buf, count, type, source, tag, comm, st));
+    rec_recv(FC_RECV, site, t0, t1, rc, source, tag, comm, st);
+    DONE();
+}
+
+static void rec_sendrecv(int fn, void *site, uint64_t t0, uint64_t t1, int rc, int scount,
+                         MPI_Datatype stype, int dest, int stag, int source, int rtag,
+                         MPI_Comm comm, const MPI_Status *st)
+{
+    uint64_t bytes = rc == MPI_SUCCESS ? type_bytes(scount, stype) : 0;
+    rlock();
+    uint32_t c = comm_id(comm, rc == MPI_SUCCESS, t1);
+    g_begin(10, t0, fn, site, c);
+    g_arg_s(AC_DEST, to_world(c, dest));
+    g_arg_s(AC_SEND_TAG, stag);
+    g_arg_u(AC_BYTES_SENT, bytes);
+    g_arg_s(AC_SOURCE, to_world(c, source));
+    g_arg_s(AC_RECV_TAG, tag_value(rtag));
+    if (rc == MPI_SUCCESS)
+        g_status(st, c);
+    g_end(t1, fn, rc);
+    runlock();
+}
+
+FN(MPI_Sendrecv)(const void *sbuf, int scount, MPI_Datatype stype, int dest, int stag,
+                 void *rbuf, int rcount, MPI_Datatype rtype, int source, int rtag,
+                 MPI_Comm comm, MPI_Status *status)
+{
+    MPI_Status own;
+    MPI_Status *st = status == MPI_STATUS_IGNORE ? &own : status;
+    PASS_UNLESS_ACTIVE(PMPI_Sendrecv(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype,
+                                     source, rtag, comm, st));
+    rec_sendrecv(FC_SENDRECV, site, t0, t1, rc, scount, stype, dest, stag, source, rtag, comm, st);
+    DONE();
+}
+
+FN(MPI_Sendrecv_replace)(void *buf, int count, MPI_Datatype type, int dest, int stag,
+                         int source, int rtag, MPI_Comm comm, MPI_Status *status)
+{
+    MPI_Status own;
+    MPI_Status *st = status == MPI_STATUS_IGNORE ? &own : status;
+    PASS_UNLESS_ACTIVE(PMPI_Sendrecv_replace(buf, count, type, dest, stag, source, rtag, comm,
+                                             st));
+    rec_sendrecv(FC_SENDRECV_REPLACE, site, t0, t1, rc, count, type, dest, stag, source, rtag,
+                 comm, st);
+    DONE();
+}
+
+/* Nonblocking and persistent sends: destination, tag, bytes, request created. */
+static void rec_isend(int fn, void *site, uint64_t t0, uint64_t t1, int rc, int count,
+                      MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request *req,
+                      unsigned flags)
+{
+    uint64_t bytes = rc == MPI_SUCCESS ? type_bytes(count, type) : 0;
+    rlock();
+    uint32_t c = comm_id(comm, rc == MPI_SUCCESS, t1);
+    g_begin(6, t0, fn, site, c);
+    g_arg_s(AC_DEST, to_world(c, dest));
+    g_arg_s(AC_SEND_TAG, tag);
+    g_arg_u(AC_BYTES_SENT, bytes);
+    if (rc == MPI_SUCCESS && *req != MPI_REQUEST_NULL)
+        g_arg_u(AC_REQUEST_CREATED, new_request(*req, flags, c));
+    g_end(t1, fn, rc);
+    runlock();
+}
+
+#define ISEND_LIKE(name, fn, flags)                                                            \
+    FN(name)(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,  \
+             MPI_Request *req)                                                                 \
+    {                                                                                          \
+        PASS_UNLESS_ACTIVE(P##name(buf, count, type, dest, tag, comm, req));                   \
+        rec_isend(fn, site, t0, t1, rc, count, type, dest, tag, comm, req, flags);             \
+        DONE();                                                                                \
+    }
+
+ISEND_LIKE(MPI_Isend, FC_ISEND, 0)
+ISEND_LIKE(MPI_Issend, FC_ISSEND, 0)
+ISEND_LIKE(MPI_Ibsend, FC_IBSEND, 0)
+ISEND_LIKE(MPI_Irsend, FC_IRSEND, 0)
+ISEND_LIKE(MPI_Send_init, FC_SEND_INIT, RQ_PERSISTENT)
+ISEND_LIKE(MPI_Ssend_init, FC_SSEND_INIT, RQ_PERSISTENT)
+ISEND_LIKE(MPI_Bsend_init, FC_BSEND_INIT, RQ_PERSISTENT)
+ISEND_LIKE(MPI_Rsend_init, FC_RSEND_INIT, RQ_PERSISTENT)
+
+static void rec_irecv(int fn, void *site, uint64_t t0, uint64_t t1, int rc, int source, int tag,
+                      MPI_Comm comm, MPI_Request *req, unsigned flags)
+{
+    rlock();
+    uint32_t c = comm_id(comm, rc == MPI_SUCCESS, t1);
+    g_begin(5, t0, fn, site, c);
+    g_arg_s(AC_SOURCE, to_world(c, source));
+    g_arg_s(AC_RECV_TAG, tag_value(tag));
+    if (rc == MPI_SUCCESS && *req != MPI_REQUEST_NULL)
+        g_arg_u(AC_REQUEST_CREATED, new_request(*req, flags | RQ_RECV, c));
+    g_end(t1, fn, rc);
+    runlock();
+}
+
+FN(MPI_Irecv)(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+              MPI_Request *req)
+{
+    PASS_UNLESS_ACTIVE(PMPI_Irecv(buf, count, type, source, tag, comm, req));
+    rec_irecv(FC_IRECV, site, t0, t1, rc, source, tag, comm, req, 0);
+    DONE();
+}
+
+FN(MPI_Recv_init)(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                  MPI_Request *req)
+{
+    PASS_UNLESS_ACTIVE(PMPI_Recv_init(buf, count, type, source, tag, comm, req));
+    rec_irecv(FC_RECV_INIT, site, t0, t1, rc, source, tag, comm, req, RQ_PERSISTENT);
+    DONE();
+}
+
+FN(MPI_Start)(MPI_Request *req)
+{
+    MPI_Request before = *req;
+    PASS_UNLESS_ACTIVE(PMPI_Start(req));
+    rlock();
+    g_begin(3, t0, FC_START, site, NO_COMM);
+    cst_map_entry *e = cst_map_get(&g_req_map, req_key(before));
+    g_arg_u(AC_REQUEST_STARTED, e ? e->val : 0);
+    if (e && rc == MPI_SUCCESS)
+        e->flags |= RQ_ACTIVE;
+    g_end(t1, FC_START, rc);
+    runlock();
+    DONE();
+}
+
+FN(MPI_Startall)(int count, MPI_Request reqs[])
+{
+    PASS_UNLESS_ACTIVE(PMPI_Startall(count, reqs));
+    rlock();
+    g_begin(2 + (unsigned)(count > 0 ? count : 0), t0, FC_STARTALL, site, NO_COMM);
+    for (int i = 0; i < count; i++) {
+        cst_map_entry *e = cst_map_get(&g_req_map, req_key(reqs[i]));
+        g_arg_u(AC_REQUEST_STARTED, e ? e->val : 0);
+        if (e && rc == MPI_SUCCESS)
+            e->flags |= RQ_ACTIVE;
+    }
+    g_end(t1, FC_STARTALL, rc);
+    runlock();
+    DONE();
+}
+
+FN(MPI_Request_free)(MPI_Request *req)
+{
+    MPI_Request before = *req;
+    PASS_UNLESS_ACTIVE(PMPI_Request_free(req));
+    rlock();
+    g_begin(3, t0, FC_REQUEST_FREE, site, NO_COMM);
+    g_arg_u(AC_REQUEST_FREED, request_id(before));
+    if (rc == MPI_SUCCESS)
+        cst_map_del(&g_req_map, req_key(before));
+    g_end(t1, FC_REQUEST_FREE, rc);
+    runlock();
+    DONE();
+}
+
+FN(MPI_Cancel)(MPI_Request *req)
+{
+    MPI_Request before = *req;
+    PASS_UNLESS_ACTIVE(PMPI_Cancel(req));
+    rlock();
+    g_begin(3, t0, FC_CANCEL, site, NO_COMM);
+    g_arg_u(AC_REQUEST_CANCELLED, request_id(before));
+    g_end(t1, FC_CANCEL, rc);
+    runlock();
+    DONE();
+}
+
+/* ---- completion: Wait*, Test* */
+
+FN(MPI_Wait)(MPI_Request *req, MPI_Status *status)
+{
+    MPI_Status own;
+    MPI_Status *st = status == MPI_STATUS_IGNORE ? &own : status;
+    MPI_Request before = *req;
+    PASS_UNLESS_ACTIVE(PMPI_Wait(req, st));
+    rlock();
+    g_begin(7, t0, FC_WAIT, site, NO_COMM);
+    if (before != MPI_REQUEST_NULL && (rc == MPI_SUCCESS || *req == MPI_REQUEST_NULL))
+        g_completion(before, st);
+    g_end(t1, FC_WAIT, rc);
+    runlock();
+    DONE();
+}
+
+FN(MPI_Test)(MPI_Request *req, int *flag, MPI_Status *status)
+{
+    MPI_Status own;
+    MPI_Status *st = status == MPI_STATUS_IGNORE ? &own : status;
+    MPI_Request before = *req;
+    PASS_UNLESS_ACTIVE(PMPI_Test(req, flag, st));
+    rlock();
+    g_begin(8, t0, FC_TEST, site, NO_COMM);
+    if (rc == MPI_SUCCESS && *flag && before != MPI_REQUEST_NULL)
+        g_completion(before, st);
+    g_arg_u(AC_FLAG, rc == MPI_SUCCESS && *flag ? 1 : 0);
+    g_end(t1, FC_TEST, rc);
+    runlock();
+    DONE();
+}
+
+/* Copies the request array and picks the status array (the program's or the scratch one);
+ * NULL when the scratch cannot grow (the call then goes unrecorded). */
+static MPI_Status *prepare_many(int count, MPI_Request reqs[], MPI_Status *statuses)
+{
+    if (count < 0 || scratch_reserve((size_t)count + 1) != 0)
+        return NULL;
+    if (count > 0)
+        memcpy(tl_scr.req, reqs, (size_t)count * sizeof *reqs);
+    return statuses == MPI_STATUSES_IGNORE ? tl_scr.st : statuses;
+}
+
+static void rec_all(int fn, void *site, uint64_t t0, uint64_t t1, int rc, int count,
+                    const MPI_Status *st, int have_flag, int flag)
+{
+    rlock();
+    g_begin(3 + 5 * (unsigned)count, t0, fn, site, NO_COMM);
+    int done = rc == MPI_SUCCESS && (!have_flag || flag);
+    for (int i = 0; i < count; i++) {
+        MPI_Request r = tl_scr.req[i];
+        if (r == MPI_REQUEST_NULL)
+            continue;
+        if (done || (rc == MPI_ERR_IN_STATUS && st[i].MPI_ERROR != MPI_ERR_PENDING))
+            g_completion(r, &st[i]);
+    }
+    if (have_flag)
+        g_arg_u(AC_FLAG, rc == MPI_SUCCESS && flag ? 1 : 0);
+    g_end(t1, fn, rc);
+    runlock();
+}
+
+FN(MPI_Waitall)(int count, MPI_Request reqs[], MPI_Status statuses[])
+{
+    MPI_Status *st = ACTIVE() ? prepare_many(count, reqs, statuses) : NULL;
+    if (!st)
+        return PMPI_Waitall(count, reqs, statuses);
+    PASS_UNLESS_ACTIVE(PMPI_Waitall(count, reqs, st));
+    rec_all(FC_WAITALL, site, t0, t1, rc, count, st, 0, 0);
+    DONE();
+}
+
+FN(MPI_Testall)(int count, MPI_Request reqs[], int *flag, MPI_Status statuses[])
+{
+    MPI_Status *st = ACTIVE() ? prepare_many(count, reqs, statuses) : NULL;
+    if (!st)
+        return PMPI_Testall(count, reqs, flag, statuses);
+    PASS_UNLESS_ACTIVE(PMPI_Testall(count, reqs, flag, st));
+    rec_all(FC_TESTALL, site, t0, t1, rc, count, st, 1, *flag);
+    DONE();
+}
+
+static void rec_any(int fn, void *site, uint64_t t0, uint64_t t1, int rc, int index,
+                    const MPI_Status *st, int have_flag, int flag)
+{
+    rlock();
+    g_begin(8, t0, fn, site, NO_COMM);
+    if ((!have_flag || (rc == MPI_SUCCESS && flag)) && index != MPI_UNDEFINED && index >= 0 &&
+        tl_scr.req[index] != MPI_REQUEST_NULL)
+        g_completion(tl_scr.req[index], st);
+    if (have_flag)
+        g_arg_u(AC_FLAG, rc == MPI_SUCCESS && flag ? 1 : 0);
+    g_end(t1, fn, rc);
+    runlock();
+}
+
+FN(MPI_Waitany)(int count, MPI_Request reqs[], int *index, MPI_Status *status)
+{
+    MPI_Status own;
+    MPI_Status *st = status == MPI_STATUS_IGNORE ? &own : status;
+    if (!ACTIVE() || !prepare_many(count, reqs, MPI_STATUSES_IGNORE))
+        return PMPI_Waitany(count, reqs, index, status);
+    PASS_UNLESS_ACTIVE(PMPI_Waitany(count, reqs, index, st));
+    rec_any(FC_WAITANY, site, t0, t1, rc, *index < count ? *index : MPI_UNDEFINED, st, 0, 0);
+    DONE();
+}
+
+FN(MPI_Testany)(int count, MPI_Request reqs[], int *index, int *flag, MPI_Status *status)
+{
+    MPI_Status own;
+    MPI_Status *st = status == MPI_STATUS_IGNORE ? &own : status;
+    if (!ACTIVE() || !prepare_many(count, reqs, MPI_STATUSES_IGNORE))
+        return PMPI_Testany(count, reqs, index, flag, status);
+    PASS_UNLESS_ACTIVE(PMPI_Testany(count, reqs, index, flag, st));
+    rec_any(FC_TESTANY, site, t0, t1, rc, *index < count ? *index : MPI_UNDEFINED, st, 1, *flag);
+    DONE();
+}
+
+static void rec_some(int fn, void *site, uint64_t t0, uint64_t t1, int rc, int count,
+                     int outcount, const int *indices, const MPI_Status *st)
+{
+    rlock();
+    g_begin(2 + 5 * (unsigned)count, t0, fn, site, NO_COMM);
+    if ((rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && outcount != MPI_UNDEFINED) {
+        for (int k = 0; k < outcount && k < count; k++) {
+            int i = indices[k];
+            if (i < 0 || i >= count || tl_scr.req[i] == MPI_REQUEST_NULL)
+                continue;
+            if (rc == MPI_ERR_IN_STATUS && st[k].MPI_ERROR == MPI_ERR_PENDING)
+                continue;
+            g_completion(tl_scr.req[i], &st[k]);
+        }
+    }
+    g_end(t1, fn, rc);
+    runlock();
+}
+
+FN(MPI_Waitsome)(int count, MPI_Request reqs[], int *outcount, int indices[],
+                 MPI_Status statuses[])
+{
+    MPI_Status *st = ACTIVE() ? prepare_many(count, reqs, statuses) : NULL;
+    if (!st)
+        return PMPI_Waitsome(count, reqs, outcount, indices, statuses);
+    PASS_UNLESS_ACTIVE(PMPI_Waitsome(count, reqs, outcount, indices, st));
+    rec_some(FC_WAITSOME, site, t0, t1, rc, count, *outcount, indices, st);
+    DONE();
+}
+
+FN(MPI_Testsome)(int count, MPI_Request reqs[], int *outcount, int indices[],
+                 MPI_Status statuses[])
+{
+    MPI_Status *st = ACTIVE() ? prepare_many(count, reqs, statuses) : NULL;
+    if (!st)
+        return PMPI_Testsome(count, reqs, outcount, indices, statuses);
+    PASS_UNLESS_ACTIVE(PMPI_Testsome(count, reqs, outcount, indices, st));
+    rec_some(FC_TESTSOME, site, t0, t1, rc, count, *outcount, indices, st);
+    DONE();
+}
+
+/* ---- probes and matched receives */
+
+static uint64_t new_message(MPI_Message m, uint32_t comm)
+{
+    if (m == MPI_MESSAGE_NULL || m == MPI_MESSAGE_NO_PROC)
+        return 0;
+    uint64_t id = g_next_msg++;
+    cst_map_put(&g_msg_map, msg_key(m), id, comm);
+    return id;
+}
+
+FN(MPI_Probe)(int source, int tag, MPI_Comm comm, MPI_Status *status)
+{
+    MPI_Status own;
+    MPI_Status *st = status == MPI_STATUS_IGNORE ? &own : status;
+    PASS_UNLESS_ACTIVE(PMPI_Probe(source, tag, comm, st));
+    rec_recv(FC_PROBE, site, t0, t1, rc, source, tag, comm, st);
+    DONE();
+}
+
+FN(MPI_Iprobe)(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status)
+{
+    MPI_Status own;
+    MPI_Status *st = status == MPI_STATUS_IGNORE ? &own : status;
+    PASS_UNLESS_ACTIVE(PMPI_Iprobe(source, tag, comm, flag, st));
+    rlock();
+    uint32_t c = comm_id(comm, rc == MPI_SUCCESS, t1);
+    g_begin(8, t0, FC_IPROBE, site, c);
+    g_arg_s(AC_SOURCE, to_world(c, source));
+    g_arg_s(AC_RECV_TAG, tag_value(tag));
+    int f = rc == MPI_SUCCESS && *flag;
+    if (f)
+        g_status(st, c);
+    g_arg_u(AC_FLAG, f ? 1 : 0);
+    g_end(t1, FC_IPROBE, rc);
+    runlock();
+    DONE();
+}
+
+FN(MPI_Mprobe)(int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_Status *status)
+{
+    MPI_Status own;
+    MPI_Status *st = status == MPI_STATUS_IGNORE ? &own : status;
+    PASS_UNLESS_ACTIVE(PMPI_Mprobe(source, tag, comm, message, st));
+    rlock();
+    uint32_t c = comm_id(comm, rc == MPI_SUCCESS, t1);
+    g_begin(8, t0, FC_MPROBE, site, c);
+    g_arg_s(AC_SOURCE, to_world(c, source));
+    g_arg_s(AC_RECV_TAG, tag_value(tag));
+    if (rc == MPI_SUCCESS) {
+        g_status(st, c);
+        g_arg_u(AC_MESSAGE, new_message(*message, c));
+    }
+    g_end(t1, FC_MPROBE, rc);
+    runlock();
+    DONE();
+}
+
+FN(MPI_Improbe)(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message,
+                MPI_Status *status)
+{
+    MPI_Status own;
+    MPI_Status *st = status == MPI_STATUS_IGNORE ? &own : status;
+    PASS_UNLESS_ACTIVE(PMPI_Improbe(source, tag, comm, flag, message, st));
+    rlock();
+    uint32_t c = comm_id(comm, rc == MPI_SUCCESS, t1);
+    g_begin(9, t0, FC_IMPROBE, site, c);
+    g_arg_s(AC_SOURCE, to_world(c, source));
+    g_arg_s(AC_RECV_TAG, tag_value(tag));
+    int f = rc == MPI_SUCCESS && *flag;
+    if (f)
+        g_status(st, c);
+    g_arg_u(AC_FLAG, f ? 1 : 0);
+    if (f)
+        g_arg_u(AC_MESSAGE, new_message(*message, c));
+    g_end(t1, FC_IMPROBE, rc);
+    runlock();
+    DONE();
+}
+
+/* Under the lock: a message's id and communicator, forgetting it (Mrecv / Imrecv use it up). */
+static uint64_t take_message(MPI_Message m, uint32_t *comm)
+{
+    cst_map_entry *e = cst_map_get(&g_msg_map, msg_key(m));
+    *comm = NO_COMM;
+    if (!e)
+        return 0;
+    uint64_t id = e->val;
+    *comm = e->aux;
+    cst_map_del(&g_msg_map, msg_key(m));
+    return id;
+}
+
+FN(MPI_Mrecv)(void *buf, int count, MPI_Datatype type, MPI_Message *message,
+              MPI_Status *status)
+{
+    MPI_Status own;
+    MPI_Status *st = status == MPI_STATUS_IGNORE ? &own : status;
+    MPI_Message before = *message;
+    PASS_UNLESS_ACTIVE(PMPI_Mrecv(buf, count, type, message, st));
+    rlock();
+    uint32_t c;
+    uint64_t id = take_message(before, &c);
+    g_begin(6, t0, FC_MRECV, site, NO_COMM);
+    if (rc == MPI_SUCCESS)
+        g_status(st, c);
+    g_arg_u(AC_MESSAGE, id);
+    g_end(t1, FC_MRECV, rc);
+    runlock();
+    DONE();
+}
+
+FN(MPI_Imrecv)(void *buf, int count, MPI_Datatype type, MPI_Message *message,
+               MPI_Request *req)
+{
+    MPI_Message before = *message;
+    PASS_UNLESS_ACTIVE(PMPI_Imrecv(buf, count, type, message, req));
+    rlock();
+    uint32_t c;
+    uint64_t id = take_message(before, &c);
+    g_begin(4, t0, FC_IMRECV, site, NO_COMM);
+    if (rc == MPI_SUCCESS && *req != MPI_REQUEST_NULL)
+        g_arg_u(AC_REQUEST_CREATED, new_request(*req, RQ_RECV, c));
+    g_arg_u(AC_MESSAGE, id);
+    g_end(t1, FC_IMRECV, rc);
+    runlock();
+    DONE();
+}
+
+/* ---- collectives: `bytes sent` (3) is what this rank's send buffer holds for the call (see
+ * the table in the report / formats.md); `root` (6) the root's world rank. */
+
+static void rec_coll(int fn, void *site, uint64_t t0, uint64_t t1, int rc, MPI_Comm comm,
+                     int has_bytes, uint64_t bytes, int has_root, int root)
+{
+    rlock();
+    uint32_t c = comm_id(comm, rc == MPI_SUCCESS, t1);
+    g_begin(4, t0, fn, site, c);
+    if (has_bytes)
+        g_arg_u(AC_BYTES_SENT, rc == MPI_SUCCESS ? bytes : 0);
+    if (has_root)
+        g_arg_s(AC_ROOT, to_world(c, root));
+    g_end(t1, fn, rc);
+    runlock();
+}
+
+static uint64_t sum_counts(const int *counts, int n, MPI_Datatype type)
+{
+    uint64_t total = 0;
+    for (int i = 0; i < n && counts; i++)
+        total = sat_add(total, type_bytes(counts[i], type));
+    return total;
+}
+
+FN(MPI_Barrier)(MPI_Comm comm)
+{
+    PASS_UNLESS_ACTIVE(PMPI_Barrier(comm));
+    rec_coll(FC_BARRIER, site, t0, t1, rc, comm, 0, 0, 0, 0);
+    DONE();
+}
+
+FN(MPI_Bcast)(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm)
+{
+    PASS_UNLESS_ACTIVE(PMPI_Bcast(buf, count, type, root, comm));
+    uint64_t b = rc == MPI_SUCCESS ? type_bytes(count, type) : 0;
+    rec_coll(FC_BCAST, site, t0, t1, rc, comm, 1, b, 1, root);
+    DONE();
+}
+
+FN(MPI_Scatter)(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                MPI_Datatype rtype, int root, MPI_Comm comm)
+{
+    PASS_UNLESS_ACTIVE(PMPI_Scatter(sbuf, scount, stype, rbuf, rcount, rtype, root, comm));
+    uint64_t b = 0;
+    if (rc == MPI_SUCCESS) {
+        int me, n = comm_shape(comm, &me);
+        if (me < 0 ? root == MPI_ROOT : root == me)
+            b = type_bytes((long long)scount * n, stype);
+        else if (me >= 0 || root != MPI_PROC_NULL)
+            b = type_bytes(rcount, rtype);
+    }
+    rec_coll(FC_SCATTER, site, t0, t1, rc, comm, 1, b, 1, root);
+    DONE();
+}
+
+FN(MPI_Scatterv)(const void *sbuf, const int scounts[], const int displs[], MPI_Datatype stype,
+                 void *rbuf, int rcount, MPI_Datatype rtype, int root, MPI_Comm comm)
+{
+    PASS_UNLESS_ACTIVE(
+        PMPI_Scatterv(sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm));
+    uint64_t b = 0;
+    if (rc == MPI_SUCCESS) {
+        int me, n = comm_shape(comm, &me);
+        if (me < 0 ? root == MPI_ROOT : root == me)
+            b = sum_counts(scounts, n, stype);
+        else if (me >= 0 || root != MPI_PROC_NULL)
+            b = type_bytes(rcount, rtype);
+    }
+    rec_coll(FC_SCATTERV, site, t0, t1, rc, comm, 1, b, 1, root);
+    DONE();
+}
+
+FN(MPI_Gather)(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+               MPI_Datatype rtype, int root, MPI_Comm comm)
+{
+    PASS_UNLESS_ACTIVE(PMPI_Gather(sbuf, scount, stype, rbuf, rcount, rtype, root, comm));
+    uint64_t b = 0;
+    if (rc == MPI_SUCCESS) {
+        if (sbuf == MPI_IN_PLACE)
+            b = type_bytes(rcount, rtype);
+        else if (root != MPI_ROOT && root != MPI_PROC_NULL)
+            b = type_bytes(scount, stype);
+    }
+    rec_coll(FC_GATHER, site, t0, t1, rc, comm, 1, b, 1, root);
+    DONE();
+}
+
+FN(MPI_Gatherv)(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+                const int rcounts[], const int displs[], MPI_Datatype rtype, int root,
+                MPI_Comm comm)
+{
+    PASS_UNLESS_ACTIVE(
+        PMPI_Gatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm));
+    uint64_t b = 0;
+    if (rc == MPI_SUCCESS) {
+        if (sbuf == MPI_IN_PLACE) {
+            int me;
+            (void)comm_shape(comm, &me);
+            b = me >= 0 && rcounts ? type_bytes(rcounts[me], rtype) : 0;
+        } else if (root != MPI_ROOT && root != MPI_PROC_NULL) {
+            b = type_bytes(scount, stype);
+        }
+    }
+    rec_coll(FC_GATHERV, site, t0, t1, rc, comm, 1, b, 1, root);
+    DONE();
+}
+
+FN(MPI_Reduce)(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op, int root,
+               MPI_Comm comm)
+{
+    PASS_UNLESS_ACTIVE(PMPI_Reduce(sbuf, rbuf, count, type, op, root, comm));
+    uint64_t b = rc == MPI_SUCCESS && root != MPI_ROOT && root != MPI_PROC_NULL
+                     ? type_bytes(count, type)
+                     : 0;
+    rec_coll(FC_REDUCE, site, t0, t1, rc, comm, 1, b, 1, root);
+    DONE();
+}
+
+#define COUNT_COLL(name, fn)                                                                   \
+    FN(name)(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,           \
+             MPI_Comm comm)                                                                    \
+    {                                                                                          \
+        PASS_UNLESS_ACTIVE(P##name(sbuf, rbuf, count, type, op, comm));                        \
+        uint64_t b = rc == MPI_SUCCESS ? type_bytes(count, type) : 0;                          \
+        rec_coll(fn, site, t0, t1, rc, comm, 1, b, 0, 0);                                      \
+        DONE();                                                                                \
+    }
+
+COUNT_COLL(MPI_Allreduce, FC_ALLREDUCE)
+COUNT_COLL(MPI_Scan, FC_SCAN)
+COUNT_COLL(MPI_Exscan, FC_EXSCAN)
+
+FN(MPI_Allgather)(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                  MPI_Datatype rtype, MPI_Comm comm)
+{
+    PASS_UNLESS_ACTIVE(PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm));
+    uint64_t b = 0;
+    if (rc == MPI_SUCCESS)
+        b = sbuf == MPI_IN_PLACE ? type_bytes(rcount, rtype) : type_bytes(scount, stype);
+    rec_coll(FC_ALLGATHER, site, t0, t1, rc, comm, 1, b, 0, 0);
+    DONE();
+}
+
+FN(MPI_Allgatherv)(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+                   const int rcounts[], const int displs[], MPI_Datatype rtype, MPI_Comm comm)
+{
+    PASS_UNLESS_ACTIVE(PMPI_Allgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm));
+    uint64_t b = 0;
+    if (rc == MPI_SUCCESS) {
+        if (sbuf == MPI_IN_PLACE) {
+            int me;
+            (void)comm_shape(comm, &me);
+            b = me >= 0 && rcounts ? type_bytes(rcounts[me], rtype) : 0;
+        } else {
+            b = type_bytes(scount, stype);
+        }
+    }
+    rec_coll(FC_ALLGATHERV, site, t0, t1, rc, comm, 1, b, 0, 0);
+    DONE();
+}
+
+FN(MPI_Alltoall)(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                 MPI_Datatype rtype, MPI_Comm comm)
+{
+    PASS_UNLESS_ACTIVE(PMPI_Alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm));
+    uint64_t b = 0;
+    if (rc == MPI_SUCCESS) {
+        int me, n = comm_shape(comm, &me);
+        b = sbuf == MPI_IN_PLACE ? type_bytes((long long)rcount * n, rtype)
+                                 : type_bytes((long long)scount * n, stype);
+    }
+    rec_coll(FC_ALLTOALL, site, t0, t1, rc, comm, 1, b, 0, 0);
+    DONE();
+}
+
+FN(MPI_Alltoallv)(const void *sbuf, const int scounts[], const int sdispls[],
+                  MPI_Datatype stype, void *rbuf, const int rcounts[], const int rdispls[],
+                  MPI_Datatype rtype, MPI_Comm comm)
+{
+    PASS_UNLESS_ACTIVE(PMPI_Alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls,
+                                      rtype, comm));
+    uint64_t b = 0;
+    if (rc == MPI_SUCCESS) {
+        int me, n = comm_shape(comm, &me);
+        b = sbuf == MPI_IN_PLACE ? sum_counts(rcounts, n, rtype) : sum_counts(scounts, n, stype);
+    }
+    rec_coll(FC_ALLTOALLV, site, t0, t1, rc, comm, 1, b, 0, 0);
+    DONE();
+}
+
+FN(MPI_Alltoallw)(const void *sbuf, const int scounts[], const int sdispls[],
+                  const MPI_Datatype stypes[], void *rbuf, const int rcounts[],
+                  const int rdispls[], const MPI_Datatype rtypes[], MPI_Comm comm)
+{
+    PASS_UNLESS_ACTIVE(PMPI_Alltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls,
+                                      rtypes, comm));
+    uint64_t b = 0;
+    if (rc == MPI_SUCCESS) {
+        int me, n = comm_shape(comm, &me);
+        int in_place = sbuf == MPI_IN_PLACE;
+        const int *counts = in_place ? rcounts : scounts;
+        const MPI_Datatype *types = in_place ? rtypes : stypes;
+        for (int i = 0; i < n && counts && types; i++)
+            b = sat_add(b, type_bytes(counts[i], types[i]));
+    }
+    rec_coll(FC_ALLTOALLW, site, t0, t1, rc, comm, 1, b, 0, 0);
+    DONE();
+}
+
+FN(MPI_Reduce_scatter)(const void *sbuf, void *rbuf, const int rcounts[], MPI_Datatype type,
+                       MPI_Op op, MPI_Comm comm)
+{
+    PASS_UNLESS_ACTIVE(PMPI_Reduce_scatter(sbuf, rbuf, rcounts, type, op, comm));
+    uint64_t b = 0;
+    if (rc == MPI_SUCCESS) {
+        int me, n;
+        (void)comm_shape(comm, &me);
+        PMPI_Comm_size(comm, &n); /* the local group's counts, also for an intercommunicator */
+        b = sum_counts(rcounts, n, type);
+    }
+    rec_coll(FC_REDUCE_SCATTER, site, t0, t1, rc, comm, 1, b, 0, 0);
+    DONE();
+}
+
+FN(MPI_Reduce_scatter_block)(const void *sbuf, void *rbuf, int rcount, MPI_Datatype type,
+                             MPI_Op op, MPI_Comm comm)
+{
+    PASS_UNLESS_ACTIVE(PMPI_Reduce_scatter_block(sbuf, rbuf, rcount, type, op, comm));
+    uint64_t b = 0;
+    if (rc == MPI_SUCCESS) {
+        int n = 0;
+        PMPI_Comm_size(comm, &n);
+        b = type_bytes((long long)rcount * n, type);
+    }
+    rec_coll(FC_REDUCE_SCATTER_BLOCK, site, t0, t1, rc, comm, 1, b, 0, 0);
+    DONE();
+}
+
+/* ---- communicator creation and freeing */
+
+/* After a communicator-creating call on `parent`: counts the call on the parent (whatever it
+ * returned), defines the new communicator as "P/N:L" and writes the group with `created
+ * communicator`. */
+static void rec_create(int fn, void *site, uint64_t t0, uint64_t t1, int rc, MPI_Comm parent,
+                       MPI_Comm made)
+{
+    comm_query q;
+    int have = rc == MPI_SUCCESS && made != MPI_COMM_NULL;
+    /* Query outside the lock (and before another thread can see the handle). */
+    pthread_mutex_lock(&g_deflock);
+    int ok = have && query_comm(made, &q) == 0;
+    rlock();
+    pthread_mutex_unlock(&g_deflock);
+    uint32_t p = comm_id(parent, 1, t1);
+    uint32_t n = 0;
+    char *pident = NULL;
+    if (p < g_ncomms) {
+        n = ++g_comms[p].births;
+        pident = g_comms[p].ident;
+    }
+    uint32_t made_id = NO_COMM;
+    if (ok) {
+        if (q.inter) {
+            made_id = INTER_COMM;
+        } else if (pident) {
+            size_t cap = strlen(pident) + 48;
+            char *ident = (char *)malloc(cap);
+            if (ident) {
+                snprintf(ident, cap, "%s/%u:%d", pident, n, q.world[0]);
+                made_id = define_comm(ident, q.size, q.world, t1);
+                q.world = NULL;
+            }
+        } else {
+            /* A child of an intercommunicator (or of a parent we could not define). */
+            made_id = define_met(&q, t1);
+        }
+        free(q.world);
+        if (made_id != NO_COMM)
+            cst_map_put(&g_comm_map, comm_key(made), made_id, 0);
+    }
+    g_begin(3, t0, fn, site, p);
+    g_arg_u(AC_CREATED_COMM, made_id);
+    g_end(t1, fn, rc);
+    runlock();
+}
+
+FN(MPI_Comm_dup)(MPI_Comm comm, MPI_Comm *newcomm)
+{
+    PASS_UNLESS_ACTIVE(PMPI_Comm_dup(comm, newcomm));
+    rec_create(FC_COMM_DUP, site, t0, t1, rc, comm, rc == MPI_SUCCESS ? *newcomm : MPI_COMM_NULL);
+    DONE();
+}
+
+FN(MPI_Comm_dup_with_info)(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm)
+{
+    PASS_UNLESS_ACTIVE(PMPI_Comm_dup_with_info(comm, info, newcomm));
+    rec_create(FC_COMM_DUP_WITH_INFO, site, t0, t1, rc, comm,
+               rc == MPI_SUCCESS ? *newcomm : MPI_COMM_NULL);
+    DONE();
+}
+
+FN(MPI_Comm_split)(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
+{
+    PASS_UNLESS_ACTIVE(PMPI_Comm_split(comm, color, key, newcomm));
+    rec_create(FC_COMM_SPLIT, site, t0, t1, rc, comm,
+               rc == MPI_SUCCESS ? *newcomm : MPI_COMM_NULL);
+    DONE();
+}
+
+FN(MPI_Comm_split_type)(MPI_Comm comm, int type, int key, MPI_Info info, MPI_Comm *newcomm)
+{
+    PASS_UNLESS_ACTIVE(PMPI_Comm_split_type(comm, type, key, info, newcomm));
+    rec_create(FC_COMM_SPLIT_TYPE, site, t0, t1, rc, comm,
+               rc == MPI_SUCCESS ? *newcomm : MPI_COMM_NULL);
+    DONE();
+}
+
+FN(MPI_Comm_create)(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
+{
+    PASS_UNLESS_ACTIVE(PMPI_Comm_create(comm, group, newcomm));
+    rec_create(FC_COMM_CREATE, site, t0, t1, rc, comm,
+               rc == MPI_SUCCESS ? *newcomm : MPI_COMM_NULL);
+    DONE();
+}
+
+FN(MPI_Cart_create)(MPI_Comm comm, int ndims, const int dims[], const int periods[],
+                    int reorder, MPI_Comm *newcomm)
+{
+    PASS_UNLESS_ACTIVE(PMPI_Cart_create(comm, ndims, dims, periods, reorder, newcomm));
+    rec_create(FC_CART_CREATE, site, t0, t1, rc, comm,
+               rc == MPI_SUCCESS ? *newcomm : MPI_COMM_NULL);
+    DONE();
+}
+
+FN(MPI_Comm_free)(MPI_Comm *comm)
+{
+    uint32_t id = NO_COMM;
+    MPI_Comm before = MPI_COMM_NULL;
+    if (ACTIVE() && comm) {
+        before = *comm;
+        tl_depth++;
+        rlock();
+        id = comm_id(before, before != MPI_COMM_NULL, now_ns());
+        runlock();
+        tl_depth--;
+    }
+    PASS_UNLESS_ACTIVE(PMPI_Comm_free(comm));
+    rlock();
+    if (rc == MPI_SUCCESS && id < INTER_COMM && id > 1) {
+        /* Normally the attribute callback reported it (drained by rlock); if the attribute
+         * could not be set, forget the handle here. */
+        cst_map_entry *e = cst_map_get(&g_comm_map, comm_key(before));
+        if (e && (uint32_t)e->val == id) {
+            cst_map_del(&g_comm_map, comm_key(before));
+            queue_freed(id, t1);
+        }
+    }
+    g_begin(2, t0, FC_COMM_FREE, site, id);
+    g_end(t1, FC_COMM_FREE, rc);
+    runlock();
+    DONE();
+}
+
+/* The Fortran entry points (see the comment at its top). */
+#include "contend_mpi_fortran.c"
+
+#if CONTEND_TRAMPOLINES
+/* Until the constructor decides, every stub leads to its wrapper. */
+#define DEFINE_TGT(name) contend_fn contend_tgt_##name = (contend_fn)w_##name;
+CONTEND_FUNCS(DEFINE_TGT)
+#endif
