@@ -6,8 +6,8 @@
 //!
 //! Clock alignment (docs/methodology.md §6.3): each rank measured its offset to rank 0 at
 //! `MPI_Init` and `MPI_Finalize`; a time `t` is corrected to `t + o(t)` with `o` interpolated
-//! linearly between the two measurements (constant when only one exists), then every rank is
-//! shifted by one common amount so the earliest corrected time is not negative.
+//! linearly between the two measurements (constant when only one exists); if that makes any
+//! time negative, every rank is shifted by one common amount.
 
 use crate::waitstates::{self, Call, CommId, MpiEvent, Rank, RecvStatus, RequestId, Thresholds};
 use serde::Serialize;
@@ -19,6 +19,8 @@ use trace::mpi::{Malformed, ANY, INTERCOMM, NO_COMM, PROC_NULL};
 #[derive(Debug, Clone, Default)]
 pub struct RankInput {
     pub rank: Rank,
+    /// The rank's process id (from its stream's header).
+    pub pid: u32,
     pub items: Vec<MpiItem>,
     /// The stream's string table (communicator members, marks).
     pub strings: HashMap<u32, String>,
@@ -46,6 +48,7 @@ pub struct ClockFit {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RankSummary {
     pub rank: Rank,
+    pub pid: u32,
     pub host: Option<String>,
     pub library: Option<String>,
     /// From the end of `MPI_Init` to the start of `MPI_Finalize` (or the last call recorded).
@@ -112,6 +115,19 @@ pub struct MpiRun {
     pub conversion: Conversion,
     #[serde(skip)]
     pub events: Vec<MpiEvent>,
+    /// Every recorded call as it was made (aligned times), for timelines.
+    #[serde(skip)]
+    pub spans: Vec<CallSpan>,
+}
+
+/// One MPI call of one rank on the aligned clock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallSpan {
+    pub rank: Rank,
+    pub enter_ns: u64,
+    pub exit_ns: u64,
+    pub function: &'static str,
+    pub site: Option<u64>,
 }
 
 /// Aligns, converts and analyses every rank's records.
@@ -172,9 +188,16 @@ pub fn analyse(ranks: &[RankInput], thresholds: Thresholds) -> MpiRun {
             }
         }
     }
-    let shift = if earliest == i64::MAX { 0 } else { -earliest };
+    // Kept at 0 when nothing is negative, so that times stay rank 0's CLOCK_MONOTONIC and
+    // line up with the run's other streams (sampler, locks).
+    let shift = if earliest == i64::MAX || earliest >= 0 {
+        0
+    } else {
+        -earliest
+    };
 
     let mut events = Vec::new();
+    let mut spans = Vec::new();
     let mut summaries = Vec::new();
     let mut stats: BTreeMap<(String, Option<u64>), Durations> = BTreeMap::new();
     for ((r, fit), local) in ranks.iter().zip(&fits).zip(&locals) {
@@ -184,6 +207,7 @@ pub fn analyse(ranks: &[RankInput], thresholds: Thresholds) -> MpiRun {
         let mut conv_rank = RankConverter::new(r.rank);
         let mut summary = RankSummary {
             rank: r.rank,
+            pid: r.pid,
             host: mark(r, "mpi.host="),
             library: mark(r, "mpi.library="),
             running_ns: 0,
@@ -212,6 +236,13 @@ pub fn analyse(ranks: &[RankInput], thresholds: Thresholds) -> MpiRun {
             if !matches!(f, Function::Init | Function::InitThread) {
                 end = end.max(if f == Function::Finalize { enter } else { exit });
             }
+            spans.push(CallSpan {
+                rank: r.rank,
+                enter_ns: enter,
+                exit_ns: exit,
+                function: f.name(),
+                site,
+            });
             let duration = exit - enter;
             summary.calls += 1;
             // Time in MPI within the running time, which Init and Finalize bound.
@@ -315,6 +346,7 @@ pub fn analyse(ranks: &[RankInput], thresholds: Thresholds) -> MpiRun {
         instance_call_ns,
         conversion: conv,
         events,
+        spans,
     }
 }
 

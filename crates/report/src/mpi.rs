@@ -319,6 +319,85 @@ pub fn notes(run: &MpiRun) -> Vec<String> {
     out
 }
 
+/// The job as a Perfetto timeline: one process per rank (named `rank R`), its MPI calls as
+/// slices named by function with their call site, each wait state as a slice nested in the
+/// call it happened in (`Late Sender (rank 0 late)`). Times are on the aligned clock of the
+/// analysis (rank 0's CLOCK_MONOTONIC unless alignment needed a shift).
+pub fn timeline(run: &MpiRun, names: &SiteNames) -> export::perfetto::Timeline {
+    use export::perfetto::{ArgValue, ProcessTrack, Slice, ThreadTrack, Timeline};
+    let mut next_id = 0u64;
+    let mut id = || {
+        next_id += 1;
+        next_id
+    };
+    // Process ids must be distinct: a rank's pid, or one made up beyond the pid range.
+    let pid_of = |rank: u32| {
+        run.ranks
+            .iter()
+            .find(|r| r.rank == rank && r.pid != 0)
+            .map_or(0x4000_0000 + rank, |r| r.pid)
+    };
+    let mut processes: Vec<ProcessTrack> = Vec::new();
+    for r in &run.ranks {
+        let pid = pid_of(r.rank);
+        let mut slices = Vec::new();
+        for c in run.spans.iter().filter(|c| c.rank == r.rank) {
+            slices.push(Slice {
+                id: id(),
+                start_ns: c.enter_ns,
+                dur_ns: c.exit_ns - c.enter_ns,
+                name: c.function.to_string(),
+                category: "mpi".into(),
+                args: vec![("call site".into(), ArgValue::Str(site(names, c.site)))],
+            });
+        }
+        processes.push(ProcessTrack {
+            pid,
+            name: format!(
+                "rank {}{}",
+                r.rank,
+                r.host
+                    .as_deref()
+                    .map_or(String::new(), |h| format!(" ({h})"))
+            ),
+            threads: vec![ThreadTrack {
+                tid: pid,
+                name: format!("rank {}", r.rank),
+                slices,
+                counters: Vec::new(),
+            }],
+            counters: Vec::new(),
+        });
+    }
+    for i in &run.waits.instances {
+        let Some(p) = run.ranks.iter().position(|r| r.rank == i.rank) else {
+            continue;
+        };
+        let mut args = vec![("wait state".into(), ArgValue::Str(i.pattern.slug().into()))];
+        let name = match i.cause {
+            Some(c) => {
+                args.push(("caused by rank".into(), ArgValue::Uint(c.into())));
+                format!("{} (rank {c} late)", i.pattern.title())
+            }
+            None => i.pattern.title().to_string(),
+        };
+        processes[p].threads[0].slices.push(Slice {
+            id: id(),
+            start_ns: i.start_ns,
+            dur_ns: i.wait_ns,
+            name,
+            category: "mpi-wait".into(),
+            args,
+        });
+    }
+    // No arrows: a wait begins before the call that ends it, and Perfetto's flows only go
+    // forward in time; the causing rank is in the slice's name and arguments.
+    Timeline {
+        processes,
+        flows: Vec::new(),
+    }
+}
+
 /// The instances of one pattern, for tests and exports.
 pub fn instances(
     run: &MpiRun,

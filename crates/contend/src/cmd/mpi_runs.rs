@@ -58,6 +58,7 @@ pub fn load(dirs: &[PathBuf]) -> anyhow::Result<Option<(Vec<RankInput>, Vec<Stri
         let (items, malformed) = trace::mpi::decode(stream.events());
         let mut input = RankInput {
             rank,
+            pid: stream.header.pid,
             closed: stream.is_complete(),
             malformed,
             ..Default::default()

@@ -522,8 +522,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         0
     };
     run.write_meta(&meta).map_err(|e| anyhow::anyhow!("{e}"))?;
-    if args.mpi {
-        eprintln!("contend: {ranks} MPI rank trace(s) recorded");
+    if args.mpi && ranks == 0 {
+        eprintln!("contend: warning: no MPI rank trace was written: the program did not call MPI_Init with the wrapper loaded (a launcher contend does not know? name it with --mpi-impl, or see the notes above)");
     }
     for note in &outcome.notes {
         eprintln!("contend: note: {note}");
@@ -551,9 +551,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .filter(|s| s.kind == trace::format::StreamKind::Thread)
         .map(|s| s.tid)
         .collect();
+    let from = if ranks > 0 {
+        format!("{} thread(s) and {ranks} MPI rank(s)", threads.len())
+    } else {
+        format!("{} thread(s)", threads.len())
+    };
     eprintln!(
-        "contend: recorded {events} events from {} thread(s), {} dropped, into {}",
-        threads.len(),
+        "contend: recorded {events} events from {from}, {} dropped, into {}",
         meta.events_dropped,
         run.path().display()
     );

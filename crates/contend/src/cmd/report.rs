@@ -307,6 +307,34 @@ fn to_json(loaded: &Loaded) -> anyhow::Result<serde_json::Value> {
     if let Some((run, names)) = &loaded.mpi {
         let mut m = serde_json::to_value(run)?;
         m["site_names"] = serde_json::to_value(names)?;
+        // A name for each call site row (`MPI_Recv at main (app.c:42)`), which `contend diff`
+        // matches rows by: site ids are only indices into this run's names.
+        let site_name = |v: &serde_json::Value| {
+            v.as_u64()
+                .and_then(|i| names.get(i as usize))
+                .cloned()
+                .unwrap_or_else(|| "(unknown site)".into())
+        };
+        if let Some(calls) = m["calls"].as_array_mut() {
+            for c in calls {
+                c["name"] = format!(
+                    "{} at {}",
+                    c["function"].as_str().unwrap_or("?"),
+                    site_name(&c["site"])
+                )
+                .into();
+            }
+        }
+        if let Some(sites) = m["waits"]["sites"].as_array_mut() {
+            for w in sites {
+                w["name"] = format!(
+                    "{} at {}",
+                    w["pattern"].as_str().unwrap_or("?"),
+                    site_name(&w["site"])
+                )
+                .into();
+            }
+        }
         v["mpi"] = m;
     }
     Ok(v)
@@ -373,15 +401,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .activity
             .as_ref()
             .map(|a| report::activity_exports::timeline(&a.threads, &a.states, name));
-        let timeline = match (locks, activity) {
-            (Some(l), Some(a)) => report::activity_exports::merge(l, a),
-            (Some(t), None) | (None, Some(t)) => t,
-            (None, None) => {
-                return Err(bad_input(
-                    "--perfetto: this run has neither service-time samples nor locks to show",
-                ))
-            }
-        };
+        let mpi = loaded
+            .mpi
+            .as_ref()
+            .map(|(run, names)| report::mpi::timeline(run, names));
+        let timeline = [locks, activity, mpi]
+            .into_iter()
+            .flatten()
+            .reduce(report::activity_exports::merge)
+            .ok_or_else(|| {
+                bad_input(
+                    "--perfetto: this run has no service-time samples, locks or MPI calls to show",
+                )
+            })?;
         let written = export::perfetto::write(&timeline, create(path)?)?;
         eprintln!(
             "contend: wrote {} slices, {} flows and {} counter tracks to {} (open in ui.perfetto.dev)",
