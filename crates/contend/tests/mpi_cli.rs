@@ -411,3 +411,73 @@ fn two_jobs_compare_by_summary_column() {
         "{m}"
     );
 }
+
+/// A rank whose clock reads 5000 s ahead and whose host has another name, as a rank on
+/// another machine would be: rank 1 runs in its own time and UTS namespaces (unshare). The
+/// wrapper's ping-pong measures the offset, the analysis applies it, and the late sender is
+/// found as planted. Without the correction the receive would appear 5000 s late.
+#[test]
+fn a_rank_on_another_clock_is_aligned() {
+    let mpi = &MPIS[1];
+    require(mpi);
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: time namespaces (unshare --time) need root");
+        return;
+    }
+    let _guard = serial();
+    let dir = tempfile::tempdir().unwrap();
+    build_examples(mpi, dir.path());
+    let exe = dir
+        .path()
+        .join("late_sender")
+        .to_string_lossy()
+        .into_owned();
+    let run = dir.path().join("clock.run");
+    let other = format!("hostname otherhost && exec {exe} 200 3");
+    let out = Command::new(CONTEND)
+        .args(["record", "--mpi", "--interval", "0", "-o"])
+        .arg(&run)
+        .args([
+            "--",
+            "mpirun.mpich",
+            "-np",
+            "1",
+            &exe,
+            "200",
+            "3",
+            ":",
+            "-np",
+            "1",
+        ])
+        .args([
+            "unshare",
+            "--uts",
+            "--time",
+            "--monotonic",
+            "5000",
+            "--fork",
+        ])
+        .args(["sh", "-c", &other])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report = Command::new(CONTEND)
+        .args(["report", "--json"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert!(report.status.success(), "{}", text(&report.stderr));
+    let v: Value = serde_json::from_slice(&report.stdout).unwrap();
+    let ranks = v["mpi"]["ranks"].as_array().unwrap();
+    assert_eq!(ranks[1]["host"], "otherhost");
+    let clock = &ranks[1]["clock"];
+    assert_eq!(clock["applied"], true, "{clock}");
+    let offset = clock["at_init_ns"].as_i64().unwrap();
+    // Within 10 µs of −5000 s (half a round trip is well under that on one machine).
+    assert!(
+        (offset + 5_000_000_000_000).abs() < 10_000,
+        "offset {offset} ns"
+    );
+    check(mpi, "late_sender", &text(&out.stdout), &v).unwrap();
+}
