@@ -53,6 +53,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -110,6 +111,7 @@ enum {
 #define INTER_COMM 0xFFFFFFFEu /* intercommunicators are not resolved */
 #define CHUNK_RECORDS 4096u
 #define FLUSH_INTERVAL_NS 50000000ull
+#define FLUSHER_MIN_SLEEP_NS 1000000ull /* the flusher thread (below) never looks more often */
 
 /* Request flags in the request table. */
 #define RQ_RECV 1u
@@ -118,6 +120,31 @@ enum {
 
 #define TLS_IE __attribute__((tls_model("initial-exec")))
 #define RA0() __builtin_return_address(0)
+
+/* The call site of the wrapper that calls it: the program's return address. SITE() is
+ * evaluated in the wrapper itself. MPICH's Fortran bindings call the C functions, so a
+ * Fortran call's return address is inside the binding: the Fortran entry stubs of an MPICH
+ * build (contend_mpi_fortran.c) leave the program's return address in contend_fsite, and a
+ * wrapper entered from the Fortran library takes that instead. */
+#if defined(__x86_64__) && defined(__ELF__) && defined(MPICH_VERSION)
+#define CONTEND_MPICH_FORTRAN_SITES 1
+__attribute__((visibility("hidden"), used)) __thread void *contend_fsite TLS_IE;
+static uintptr_t g_fort_lo, g_fort_len; /* the Fortran library's code, when it is loaded */
+static inline void *caller_site(void *ra)
+{
+    void *f = contend_fsite;
+    if (__builtin_expect(f != NULL, 0)) {
+        contend_fsite = NULL;
+        if ((uintptr_t)ra - g_fort_lo < g_fort_len)
+            return f;
+    }
+    return ra;
+}
+#define SITE() caller_site(RA0())
+#else
+#define CONTEND_MPICH_FORTRAN_SITES 0
+#define SITE() RA0()
+#endif
 
 /* ---------------------------------------------------------------- state */
 
@@ -148,6 +175,7 @@ static int g_fd = -1;
 static char g_dir[PATH_MAX];
 static int g_rank, g_size;
 static uint64_t g_last_flush;
+static volatile int g_flusher_stop; /* the flusher thread ends at its next look */
 static MPI_Group g_world_group;
 static MPI_Comm g_sync_comm;
 static int g_keyval;
@@ -440,6 +468,61 @@ static void flush_locked(uint64_t now)
 {
     (void)cst_flush(&g_w);
     g_last_flush = now;
+}
+
+/* The flusher thread. Calls flush at their exit when FLUSH_INTERVAL_NS has passed, but a rank
+ * that blocks for good (its peer died: it waits in MPI_Recv until the launcher kills it) or
+ * is killed while computing would lose what it buffered since. This thread wakes when the
+ * oldest buffered record can be FLUSH_INTERVAL_NS old (at the latest FLUSH_INTERVAL_NS after
+ * its last look) and writes out what has waited that long, so whatever a rank did up to
+ * about 50 ms before it was killed is on disk. It costs the calls nothing (they never wait
+ * for it: it only try-locks, and holds the lock only for a write(2) of records that have sat
+ * for 50 ms, which the calls themselves would otherwise have written), wakes about 20 times a
+ * second, never calls MPI (MPI_THREAD_SINGLE holds), runs with every signal blocked, and ends
+ * at MPI_Finalize. A forked child has no flusher (and records nothing). */
+static void *flusher_main(void *arg)
+{
+    (void)arg;
+    uint64_t wait = FLUSH_INTERVAL_NS;
+    for (;;) {
+        if (wait < FLUSHER_MIN_SLEEP_NS)
+            wait = FLUSHER_MIN_SLEEP_NS;
+        struct timespec ts = {(time_t)(wait / 1000000000u), (long)(wait % 1000000000u)};
+        nanosleep(&ts, NULL);
+        if (__atomic_load_n(&g_flusher_stop, __ATOMIC_ACQUIRE))
+            break;
+        wait = FLUSH_INTERVAL_NS;
+        if (pthread_mutex_trylock(&g_lock) != 0) {
+            wait = FLUSHER_MIN_SLEEP_NS; /* a call is writing its group: look again soon */
+            continue;
+        }
+        if (g_fd >= 0 && g_w.buffered > 0) {
+            uint64_t now = now_ns(), since = now - g_last_flush;
+            if (since >= FLUSH_INTERVAL_NS)
+                flush_locked(now);
+            else
+                wait = FLUSH_INTERVAL_NS - since; /* when the oldest record is due */
+        }
+        pthread_mutex_unlock(&g_lock);
+    }
+    return NULL;
+}
+
+static void start_flusher(void)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_attr_t attr;
+    if (pthread_attr_init(&attr) == 0) {
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pthread_attr_setstacksize(&attr, 64 * 1024);
+        pthread_t t;
+        if (pthread_create(&t, &attr, flusher_main, NULL) == 0)
+            pthread_setname_np(t, "contend-flush");
+        pthread_attr_destroy(&attr);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 /* Starts a call group of at most `n` records. A group that fits a chunk is never split
@@ -978,14 +1061,18 @@ static int library_matches(const char *line)
 #endif
 }
 
+/* Says why this rank is not recorded, on stderr and in mpi-refused-PID.txt (which contend
+ * record reports, and which reads without the "contend: " of stderr). */
 static void refuse(const char *loaded)
 {
     char text[1024];
     snprintf(text, sizeof text,
-             "contend: the MPI wrapper was built for %s but this rank loaded %s; this rank is "
-             "not recorded (contend record --mpi rebuilds it for the program's MPI)\n",
+             "the MPI wrapper was built for %s but this rank loaded %s: the rank runs "
+             "unrecorded (the wrapper must be built with the mpicc of the MPI the program runs "
+             "with, as contend record --mpi does; --mpi-impl names that MPI when contend cannot "
+             "tell)\n",
              BUILT_FOR, loaded[0] ? loaded : "an MPI that does not name itself");
-    say("%s", text);
+    say("contend: %s", text);
     mkdir(g_dir, 0755);
     char path[PATH_MAX + 64];
     snprintf(path, sizeof path, "%s/mpi-refused-%d.txt", g_dir, (int)getpid());
@@ -1046,6 +1133,7 @@ static void start(int fn, void *site, uint64_t t0, uint64_t t1, int rc, const ch
         pthread_mutex_unlock(&g_lock);
         copy_maps();
         g_recording = 1;
+        start_flusher();
     } else {
         switch_to_real(1);
     }
@@ -1112,13 +1200,13 @@ static int c_init_call(void *ctx, int real)
 FN(MPI_Init)(int *argc, char ***argv)
 {
     c_init_args a = {argc, argv, -1, NULL};
-    return init_common(c_init_call, &a, FC_INIT, RA0());
+    return init_common(c_init_call, &a, FC_INIT, SITE());
 }
 
 FN(MPI_Init_thread)(int *argc, char ***argv, int required, int *provided)
 {
     c_init_args a = {argc, argv, required, provided};
-    return init_common(c_init_call, &a, FC_INIT_THREAD, RA0());
+    return init_common(c_init_call, &a, FC_INIT_THREAD, SITE());
 }
 
 /* MPI_Finalize and its Fortran binding: the clock comparison, then the call, then the
@@ -1157,6 +1245,7 @@ static int finalize_common(int (*call)(void *ctx), void *ctx, void *site)
         g_recording = 0;
         close_stream(t1);
         runlock();
+        __atomic_store_n(&g_flusher_stop, 1, __ATOMIC_RELEASE);
     }
     switch_to_real(0);
     tl_depth--;
@@ -1172,7 +1261,7 @@ static int c_finalize_call(void *ctx)
 
 FN(MPI_Finalize)(void)
 {
-    return finalize_common(c_finalize_call, NULL, RA0());
+    return finalize_common(c_finalize_call, NULL, SITE());
 }
 
 FN(MPI_Abort)(MPI_Comm comm, int errorcode)
@@ -1370,7 +1459,7 @@ __attribute__((constructor)) static void contend_start(void)
 #define PASS_UNLESS_ACTIVE(call)                                                               \
     if (!ACTIVE())                                                                             \
         return call;                                                                           \
-    void *site = RA0();                                                                        \
+    void *site = SITE();                                                                       \
     int err_ = errno;                                                                          \
     tl_depth++;                                                                                \
     uint64_t t0 = now_ns();                                                                    \

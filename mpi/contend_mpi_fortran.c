@@ -8,9 +8,12 @@
  * - MPICH 4.0.2 (libmpichfort.so.12): every binding calls the C symbol. mpi_send_ (the
  *   mpif.h / `use mpi` binding) calls MPI_Send@plt, and so do all the functions of
  *   formats.md §2.4's table; the `use mpi_f08` bindings (mpi_send_f08ts_) call MPI_Send too.
- *   The C wrappers therefore already record MPICH Fortran programs, completely. The one
- *   difference: the call site recorded is the return address inside libmpichfort's binding
- *   (e.g. mpi_send_), not the program's line. Nothing in this file is built for MPICH.
+ *   The C wrappers therefore already record MPICH Fortran programs, completely, but their
+ *   return address is inside libmpichfort's binding (e.g. mpi_send_), not the program's line.
+ *   For MPICH this file only adds stubs under the bindings' names (every function of the
+ *   table, mpif.h / `use mpi` names) that note the program's return address in contend_fsite
+ *   and jump to the binding; a C wrapper entered from libmpichfort takes that as call site.
+ *   The mpi_f08 bindings are not stubbed: their calls keep a call site inside libmpichfort.
  *
  * - Open MPI 4.1.4 (libmpi_mpifh.so.40): the bindings call PMPI_* directly (mpi_send_ calls
  *   PMPI_Comm_f2c, PMPI_Type_f2c, PMPI_Send), so the C wrappers never see a Fortran call,
@@ -397,7 +400,165 @@ __attribute__((noinline, used)) static void fw_mpi_allgather(void *sbuf, MPI_Fin
 #define DEFINE_FTGT(lower, upper) contend_fn contend_ftgt_##lower = (contend_fn)fw_##lower;
 CONTEND_FORTRAN(DEFINE_FTGT)
 
-#else /* not Open MPI on x86-64: nothing to add (see above) */
+#elif CONTEND_MPICH_FORTRAN_SITES
+
+/* MPICH: the bindings call the C functions, whose wrappers record the call. These stubs only
+ * note the program's return address for them (contend_fsite, read by SITE()), under every
+ * name MPICH exports (mpi_send, mpi_send_, mpi_send__, MPI_SEND), then jump to the library's
+ * binding with every register and the stack as the program left them. Not the mpi_f08
+ * bindings (mpi_send_f08ts_ ...): their calls keep a call site inside libmpichfort. */
+#define CONTEND_FORTRAN_MPICH(X)                                                               \
+    X(mpi_init, MPI_INIT) X(mpi_init_thread, MPI_INIT_THREAD) X(mpi_finalize, MPI_FINALIZE)     \
+    X(mpi_send, MPI_SEND) X(mpi_ssend, MPI_SSEND) X(mpi_bsend, MPI_BSEND)                      \
+    X(mpi_rsend, MPI_RSEND) X(mpi_recv, MPI_RECV) X(mpi_sendrecv, MPI_SENDRECV)                 \
+    X(mpi_sendrecv_replace, MPI_SENDRECV_REPLACE) X(mpi_isend, MPI_ISEND)                      \
+    X(mpi_issend, MPI_ISSEND) X(mpi_ibsend, MPI_IBSEND) X(mpi_irsend, MPI_IRSEND)              \
+    X(mpi_irecv, MPI_IRECV) X(mpi_send_init, MPI_SEND_INIT) X(mpi_ssend_init, MPI_SSEND_INIT)  \
+    X(mpi_bsend_init, MPI_BSEND_INIT) X(mpi_rsend_init, MPI_RSEND_INIT)                        \
+    X(mpi_recv_init, MPI_RECV_INIT) X(mpi_start, MPI_START) X(mpi_startall, MPI_STARTALL)      \
+    X(mpi_request_free, MPI_REQUEST_FREE) X(mpi_wait, MPI_WAIT) X(mpi_waitall, MPI_WAITALL)    \
+    X(mpi_waitany, MPI_WAITANY) X(mpi_waitsome, MPI_WAITSOME) X(mpi_test, MPI_TEST)            \
+    X(mpi_testall, MPI_TESTALL) X(mpi_testany, MPI_TESTANY) X(mpi_testsome, MPI_TESTSOME)      \
+    X(mpi_cancel, MPI_CANCEL) X(mpi_probe, MPI_PROBE) X(mpi_iprobe, MPI_IPROBE)                \
+    X(mpi_mprobe, MPI_MPROBE) X(mpi_improbe, MPI_IMPROBE) X(mpi_mrecv, MPI_MRECV)              \
+    X(mpi_imrecv, MPI_IMRECV) X(mpi_barrier, MPI_BARRIER) X(mpi_bcast, MPI_BCAST)              \
+    X(mpi_scatter, MPI_SCATTER) X(mpi_scatterv, MPI_SCATTERV) X(mpi_gather, MPI_GATHER)        \
+    X(mpi_gatherv, MPI_GATHERV) X(mpi_reduce, MPI_REDUCE) X(mpi_allreduce, MPI_ALLREDUCE)      \
+    X(mpi_allgather, MPI_ALLGATHER) X(mpi_allgatherv, MPI_ALLGATHERV)                          \
+    X(mpi_alltoall, MPI_ALLTOALL) X(mpi_alltoallv, MPI_ALLTOALLV)                              \
+    X(mpi_alltoallw, MPI_ALLTOALLW) X(mpi_reduce_scatter, MPI_REDUCE_SCATTER)                  \
+    X(mpi_reduce_scatter_block, MPI_REDUCE_SCATTER_BLOCK) X(mpi_scan, MPI_SCAN)                \
+    X(mpi_exscan, MPI_EXSCAN) X(mpi_comm_dup, MPI_COMM_DUP)                                    \
+    X(mpi_comm_dup_with_info, MPI_COMM_DUP_WITH_INFO) X(mpi_comm_split, MPI_COMM_SPLIT)        \
+    X(mpi_comm_split_type, MPI_COMM_SPLIT_TYPE) X(mpi_comm_create, MPI_COMM_CREATE)            \
+    X(mpi_cart_create, MPI_CART_CREATE) X(mpi_comm_free, MPI_COMM_FREE)
+
+/* Each binding's address (0 until resolved) and the name to resolve it by. */
+typedef struct fortran_entry {
+    contend_fn target;
+    const char *name;
+} fortran_entry;
+
+#define FORTRAN_ENTRY(lower, upper)                                                            \
+    __attribute__((visibility("hidden"), used)) fortran_entry contend_fent_##lower = {         \
+        NULL, #lower "_"};
+CONTEND_FORTRAN_MPICH(FORTRAN_ENTRY)
+
+/* Stub: r11 = the entry (r11 is the scratch register of every PLT call), then the common
+ * part. */
+#define FORTRAN_SITE_STUB(lower, upper)                                                        \
+    __asm__(".pushsection .text\n"                                                             \
+            ".globl " #lower "\n.globl " #lower "_\n.globl " #lower "__\n.globl " #upper "\n"    \
+            ".type " #lower ", @function\n.type " #lower "_, @function\n"                        \
+            ".type " #lower "__, @function\n.type " #upper ", @function\n"                       \
+            ".p2align 4\n" #lower ":\n" #lower "_:\n" #lower "__:\n" #upper ":\n"              \
+            CONTEND_ENDBR "leaq contend_fent_" #lower "(%rip), %r11\n"                          \
+            "jmp contend_fortran_enter\n"                                                      \
+            ".size " #lower ", .-" #lower "\n.size " #lower "_, .-" #lower "_\n"                 \
+            ".size " #lower "__, .-" #lower "__\n.size " #upper ", .-" #upper "\n"               \
+            ".popsection\n");
+CONTEND_FORTRAN_MPICH(FORTRAN_SITE_STUB)
+
+/* The common part: contend_fsite = the return address on top of the stack (the program's),
+ * then jump to the binding, resolving it first if need be (the Fortran library may be loaded
+ * after the constructor ran, by dlopen). Only r11 changes. On entry rsp = 8 mod 16, so after
+ * the seven pushes the call to the resolver is aligned. */
+__attribute__((visibility("hidden"), used)) contend_fn contend_fortran_resolve(fortran_entry *e);
+__asm__(".pushsection .text\n"
+        ".type contend_fortran_enter, @function\n"
+        ".p2align 4\n"
+        "contend_fortran_enter:\n"
+        "pushq %rax\n"
+        "pushq %rcx\n"
+        "movq 16(%rsp), %rax\n"
+        "movq contend_fsite@gottpoff(%rip), %rcx\n"
+        "movq %rax, %fs:(%rcx)\n"
+        "popq %rcx\n"
+        "popq %rax\n"
+        "cmpq $0, (%r11)\n"
+        "je 1f\n"
+        "jmp *(%r11)\n"
+        "1:\n"
+        "pushq %rdi\npushq %rsi\npushq %rdx\npushq %rcx\npushq %r8\npushq %r9\npushq %rax\n"
+        "movq %r11, %rdi\n"
+        "call contend_fortran_resolve\n"
+        "movq %rax, %r11\n"
+        "popq %rax\npopq %r9\npopq %r8\npopq %rcx\npopq %rdx\npopq %rsi\npopq %rdi\n"
+        "jmp *%r11\n"
+        ".size contend_fortran_enter, .-contend_fortran_enter\n"
+        ".popsection\n");
+
+/* The Fortran library's code, for SITE(): the library whose name starts with libmpichfort
+ * (or libmpifort, as MPICH's derivatives call it). */
+static int find_fortran_library(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    (void)data;
+    const char *name = info->dlpi_name ? info->dlpi_name : "";
+    const char *base = strrchr(name, '/');
+    base = base ? base + 1 : name;
+    if (strncmp(base, "libmpichfort", 12) != 0 && strncmp(base, "libmpifort", 10) != 0)
+        return 0;
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
+            continue;
+        uintptr_t a = info->dlpi_addr + ph->p_vaddr;
+        if (a < lo)
+            lo = a;
+        if (a + ph->p_memsz > hi)
+            hi = a + ph->p_memsz;
+    }
+    if (hi > lo) {
+        g_fort_lo = lo;
+        g_fort_len = hi - lo;
+    }
+    return 1;
+}
+
+/* Never returns 0 for an entry a program called: if the library has no such binding, the
+ * call could not have been linked; say so and stop rather than jump to nothing. */
+static void fortran_missing(void)
+{
+    say("contend: a Fortran MPI binding the loaded MPI does not have was called\n");
+    abort();
+}
+
+contend_fn contend_fortran_resolve(fortran_entry *e)
+{
+    int err = errno;
+    void *p = dlsym(RTLD_NEXT, e->name);
+    if (!p) {
+        errno = err;
+        return (contend_fn)fortran_missing;
+    }
+    dl_iterate_phdr(find_fortran_library, NULL);
+    contend_fn f;
+    memcpy(&f, &p, sizeof p);
+    __atomic_store_n(&e->target, f, __ATOMIC_RELEASE);
+    errno = err;
+    return f;
+}
+
+static void fortran_resolve(void)
+{
+#define FRESOLVE_MPICH(lower, upper)                                                           \
+    {                                                                                          \
+        void *p = dlsym(RTLD_NEXT, #lower "_");                                                \
+        memcpy(&contend_fent_##lower.target, &p, sizeof p);                                    \
+    }
+    CONTEND_FORTRAN_MPICH(FRESOLVE_MPICH)
+#undef FRESOLVE_MPICH
+    dl_iterate_phdr(find_fortran_library, NULL);
+}
+
+static void fortran_switch_to_real(int keep_finalize)
+{
+    (void)keep_finalize; /* the stubs lead to the library's bindings whatever happens */
+}
+
+#else /* neither Open MPI nor MPICH on x86-64: nothing to add (see above) */
 
 static void fortran_resolve(void)
 {

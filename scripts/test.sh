@@ -24,6 +24,7 @@ command -v go >/dev/null || [ -n "${GO:-}" ] || need_pkgs+=(golang-go)  # go too
 # The MPI tests run every example with both MPIs, each with its own mpicc and mpirun.
 command -v mpicc.openmpi >/dev/null || need_pkgs+=(openmpi-bin libopenmpi-dev)
 command -v mpicc.mpich >/dev/null || need_pkgs+=(mpich libmpich-dev)
+command -v gfortran >/dev/null || need_pkgs+=(gfortran)  # the Fortran MPI example
 if ((${#need_pkgs[@]})); then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}"

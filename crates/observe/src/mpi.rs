@@ -86,6 +86,8 @@ pub enum MpiError {
         launcher: String,
         launcher_mpi: &'static str,
     },
+    #[error("no MPI launcher `{launcher}` on PATH: {advice}")]
+    NoLauncher { launcher: String, advice: String },
     #[error("building the MPI wrapper with {compiler} failed:\n{output}")]
     Build { compiler: String, output: String },
     #[error("{0}")]
@@ -192,6 +194,20 @@ pub fn prepare(
     let launcher = launcher_of(argv0);
     let program = program_of(command, launcher);
     let from_program = program.as_deref().and_then(implementation_of_program);
+    // A launcher that is not installed says nothing about which MPI it would be: say so before
+    // guessing (launcher_of takes an unknown mpirun for Open MPI's).
+    if launcher != Launcher::Direct && which(argv0).is_none() {
+        let advice = match (launcher, from_program) {
+            (Launcher::Srun, _) => "srun is Slurm's (Debian: `apt install slurm-client`); or start the job with the MPI's mpirun".to_string(),
+            (_, Some(Implementation::OpenMpi)) => "the program is linked with Open MPI, whose mpirun is in Debian's `openmpi-bin` (`apt install openmpi-bin libopenmpi-dev`)".to_string(),
+            (_, Some(Implementation::Mpich)) => "the program is linked with MPICH, whose mpirun is in Debian's `mpich` (`apt install mpich libmpich-dev`)".to_string(),
+            _ => "install an MPI, e.g. `apt install openmpi-bin libopenmpi-dev` (Open MPI) or `apt install mpich libmpich-dev` (MPICH)".to_string(),
+        };
+        return Err(MpiError::NoLauncher {
+            launcher: argv0.to_string(),
+            advice,
+        });
+    }
     let from_launcher = match launcher {
         Launcher::OpenMpi => Some(Implementation::OpenMpi),
         Launcher::Hydra => Some(Implementation::Mpich),

@@ -129,8 +129,10 @@ fn prepare_mpi(args: &Args, run: &RunDir) -> anyhow::Result<observe::mpi::Prepar
             Ok(p)
         }
         Err(
-            e
-            @ (MpiError::NoCompiler { .. } | MpiError::Unknown { .. } | MpiError::Mismatch { .. }),
+            e @ (MpiError::NoCompiler { .. }
+            | MpiError::NoLauncher { .. }
+            | MpiError::Unknown { .. }
+            | MpiError::Mismatch { .. }),
         ) => Err(bad_input(e.to_string())),
         Err(e) => Err(anyhow::Error::new(e)),
     }
@@ -455,7 +457,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let (command, env) = if args.mpi {
         meta.captured.push("mpi".into());
-        let p = prepare_mpi(&args, &run)?;
+        let p = match prepare_mpi(&args, &run) {
+            Ok(p) => p,
+            Err(e) => {
+                // Nothing was started: leave no empty run directory behind.
+                let _ = std::fs::remove_dir_all(run.path());
+                return Err(e);
+            }
+        };
         (p.command, p.env)
     } else {
         (args.command.clone(), Vec::new())
@@ -522,7 +531,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         0
     };
     run.write_meta(&meta).map_err(|e| anyhow::anyhow!("{e}"))?;
-    if args.mpi && ranks == 0 {
+    let refused = meta
+        .unavailable
+        .iter()
+        .any(|u| u.what == "MPI calls of a rank");
+    if args.mpi && ranks == 0 && refused {
+        eprintln!("contend: warning: no MPI rank trace was written: the ranks refused the wrapper (above)");
+    } else if args.mpi && ranks == 0 {
         eprintln!("contend: warning: no MPI rank trace was written: the program did not call MPI_Init with the wrapper loaded (a launcher contend does not know? name it with --mpi-impl, or see the notes above)");
     }
     for note in &outcome.notes {

@@ -170,6 +170,10 @@ fn load(args: &Args) -> anyhow::Result<Loaded> {
     for file in &files {
         let path = dir.path().join(file);
         let shown = format!("{run_name}/{file}");
+        if super::mpi_runs::is_rank_stream(file) && !path.exists() {
+            eprintln!("contend: note: {shown} is listed in meta.json but not there (moved, or written on another host): give the directory that holds it with --mpi-from");
+            continue;
+        }
         // Only regular files: opening a FIFO or device planted in a run directory would block.
         match std::fs::metadata(&path) {
             Ok(m) if !m.is_file() => {
@@ -227,7 +231,18 @@ fn load(args: &Args) -> anyhow::Result<Loaded> {
         (analysis::mpi::analyse(&ranks, thresholds), names)
     });
     if mpi.is_none() && meta.captured.iter().any(|c| c == "mpi") {
-        eprintln!("contend: note: this run was recorded with --mpi but holds no rank traces: the ranks did not call MPI_Init with the wrapper loaded (see the notes printed by contend record)");
+        let refused = std::fs::read_dir(&args.run)
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| e.file_name().to_string_lossy().starts_with("mpi-refused-"))
+                    .count()
+            })
+            .unwrap_or(0);
+        if refused > 0 {
+            eprintln!("contend: note: this run was recorded with --mpi but holds no rank traces: {refused} rank(s) refused the MPI wrapper, built for another MPI than the one they loaded (`unavailable` above says which)");
+        } else {
+            eprintln!("contend: note: this run was recorded with --mpi but holds no rank traces: the ranks did not call MPI_Init with the wrapper loaded (see the notes printed by contend record)");
+        }
     }
     Ok(Loaded {
         meta,
