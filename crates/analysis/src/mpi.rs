@@ -59,6 +59,8 @@ pub struct RankSummary {
     pub collective_ns: u64,
     pub calls: u64,
     pub finalized: bool,
+    /// The error code the rank passed to `MPI_Abort`, when it called it.
+    pub aborted: Option<i64>,
     /// The stream was closed by its wrapper (false: the rank died or was killed).
     pub closed: bool,
     pub clock: ClockFit,
@@ -216,6 +218,7 @@ pub fn analyse(ranks: &[RankInput], thresholds: Thresholds) -> MpiRun {
             collective_ns: 0,
             calls: 0,
             finalized: false,
+            aborted: mark(r, "mpi.abort=").and_then(|c| c.parse().ok()),
             closed: r.closed,
             clock: fit.summary,
         };

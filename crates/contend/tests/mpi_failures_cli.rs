@@ -741,6 +741,14 @@ fn a_rank_that_dies_leaves_the_others_analysed_and_is_named() {
                     "{what}: {shown}"
                 );
                 assert!(!shown.contains("missing: rank"), "{what}: {shown}");
+                if mode == "abort" {
+                    assert_eq!(ranks[1]["aborted"], 3, "{what}: {}", ranks[1]);
+                    assert_eq!(ranks[0]["aborted"], Value::Null, "{what}");
+                    assert!(
+                        shown.contains("rank 1 called MPI_Abort with error code 3"),
+                        "{what}: {shown}"
+                    );
+                }
 
                 // Timing: one retry (a time slice the hypervisor takes mid-wait is noise).
                 match check_late_sender(&json, &stdout, "rank_dies.c") {

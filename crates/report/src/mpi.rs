@@ -86,6 +86,15 @@ pub fn render(run: &MpiRun, names: &SiteNames) -> String {
         .filter(|r| !r.closed || !r.finalized)
         .map(|r| r.rank)
         .collect();
+    for r in &run.ranks {
+        if let Some(code) = r.aborted {
+            let _ = writeln!(
+                out,
+                "  rank {} called MPI_Abort with error code {code}",
+                r.rank
+            );
+        }
+    }
     if !unclosed.is_empty() {
         let _ = writeln!(
             out,
