@@ -11,9 +11,11 @@
  *
  * Nothing is recorded unless CONTEND_MPI_DIR is set: every wrapper is then a pure
  * pass-through. With it set, each rank writes $CONTEND_MPI_DIR/streams/rank-R.cst and copies
- * /proc/self/maps to $CONTEND_MPI_DIR/maps/rank-R.maps at MPI_Init and at MPI_Finalize.
+ * /proc/self/maps to $CONTEND_MPI_DIR/maps/rank-R.maps at MPI_Init and at MPI_Finalize (a
+ * second job in the same directory writes rank-R.2.cst and rank-R.2.maps, ...).
  * CONTEND_MPI_DIR (and the preload) must be given to all ranks or to none: the clock
- * comparison at MPI_Init and MPI_Finalize is collective over MPI_COMM_WORLD.
+ * comparison at MPI_Init and MPI_Finalize is collective over MPI_COMM_WORLD (a job that
+ * breaks this waits for good in MPI_Init; rank 0 says why after 10 s: see start()).
  *
  * How calls reach the wrapper. On x86-64 every intercepted MPI_X is a one-instruction
  * assembly stub, `jmp *contend_tgt_MPI_X`, exported under the MPI name. The target is the C
@@ -30,8 +32,12 @@
  * Guarantees: never changes a return value, errno, or what the program sees (statuses and
  * request arrays are the library's; the wrapper substitutes its own status array when the
  * program passes MPI_STATUS(ES)_IGNORE, and copies request arrays before Wait* and Test* change
- * them); never aborts or blocks the job beyond a write(2) of a 64 KiB chunk; failures to write
- * are counted as dropped events in the stream. The wrapper's own MPI calls use PMPI_* and
+ * them); never aborts or blocks the job beyond a write(2) of a 64 KiB chunk (and MPI_Abort,
+ * which waits at most 100 ms for the lock to write its mark); failures to write are counted
+ * as dropped events in the stream. Pointer arguments are read only when not NULL, outputs
+ * only after the call succeeded; handles are queried only after a successful call and only
+ * where the call makes them significant. The wrapper's own memory is bounded by what is live
+ * (communicators, requests, messages) plus 12 bytes per 256 communicators ever created. The wrapper's own MPI calls use PMPI_* and
  * never reach the wrappers; a wrapper entered from inside another (the library calling MPI_*
  * internally) passes through unrecorded.
  *
@@ -41,7 +47,10 @@
  * consecutive. Communicator definitions are written in their own critical section before the
  * group that first uses them. No MPI function is called while the mutex is held except local
  * status queries (MPI_Get_count, MPI_Test_cancelled); the attribute-delete callback that
- * notices freed communicators takes no lock.
+ * notices freed communicators takes no lock. The stream's writer is never freed: a call that
+ * returns after the stream was closed (MPI_Finalize, or exit() without it, while another
+ * thread is in a call) writes into a writer that discards it. A thread's scratch arrays are
+ * freed when it ends.
  */
 #define _GNU_SOURCE
 #include <mpi.h>
@@ -117,6 +126,13 @@ enum {
 #define RQ_RECV 1u
 #define RQ_PERSISTENT 2u
 #define RQ_ACTIVE 4u
+#define RQ_PROC_NULL 8u /* a receive posted with MPI_PROC_NULL (or MPI_MESSAGE_NO_PROC) */
+#define RQ_QUEUE 16u    /* the entry's val indexes g_rq: a handle shared by several requests */
+#define RQ_QUEUE_MAX 65536u /* a shared handle's queue drops its oldest request beyond this */
+
+/* How long rank 0's first collective in MPI_Init may wait for the others before the wrapper
+ * says what may be wrong (some ranks without CONTEND_MPI_DIR or without the wrapper). */
+#define INIT_WAIT_HINT_NS 10000000000ull
 
 #define TLS_IE __attribute__((tls_model("initial-exec")))
 #define RA0() __builtin_return_address(0)
@@ -151,11 +167,29 @@ static inline void *caller_site(void *ra)
 typedef void (*contend_fn)(void);
 
 typedef struct comm_info {
-    char *ident;     /* global identity: "world", "self.R", "P/N:L", "met#K" */
+    char *ident;     /* global identity: "world", "self.R", "P/N:L", "met#K"; NULL once freed */
     int size;        /* members */
-    int *world;      /* world rank of each member; NULL for MPI_COMM_WORLD (identity) */
+    int *world;      /* world rank of each member; NULL for MPI_COMM_WORLD (identity) and once
+                      * the communicator is freed and no request or message names it */
     uint32_t births; /* communicator-creating calls made on it (for its children's "N") */
+    uint32_t refs;   /* requests and messages in the tables that name it */
+    int freed;
 } comm_info;
+
+/* The requests that share one handle (the library hands the same handle to requests it
+ * completed at once: Open MPI's ompi_request_empty, MPICH's built-in requests), oldest first:
+ * a ring of `cap` items from `head`. */
+typedef struct req_item {
+    uint64_t id;
+    uint32_t comm;
+    uint16_t flags;
+} req_item;
+
+typedef struct req_queue {
+    req_item *items;
+    uint32_t head, len, cap;
+    int used;
+} req_queue;
 
 typedef struct freed_node {
     struct freed_node *next;
@@ -181,10 +215,23 @@ static MPI_Comm g_sync_comm;
 static int g_keyval;
 static int g_have_keyval;
 
-static comm_info *g_comms;
-static uint32_t g_ncomms, g_capcomms;
+/* Communicators by local id, in chunks of COMM_CHUNK: a chunk is freed once every
+ * communicator in it is freed and named by no request or message (local ids are never
+ * reused, so a job that creates and frees communicators for ever keeps only 12 bytes per
+ * COMM_CHUNK of them). */
+#define COMM_CHUNK 256u
+static comm_info **g_comm_chunks; /* NULL entries: chunks freed */
+static uint32_t *g_chunk_gone;    /* per chunk: communicators freed and no longer named */
+static uint32_t g_nchunks, g_capchunks;
+static uint32_t g_ncomms; /* local ids given */
 static cst_map g_comm_map;    /* comm handle -> local id (or INTER_COMM); live comms only */
-static cst_map g_req_map;     /* request handle -> id, aux = comm local id, flags RQ_* */
+static cst_map g_req_map;     /* request handle -> id, aux = comm local id, flags RQ_*; or,
+                               * with RQ_QUEUE, val = index of its queue in g_rq */
+static req_queue *g_rq;       /* queues of shared handles (few: one per such handle) */
+static uint32_t g_nrq;
+#if BUILT_FAMILY == 1
+static uint64_t g_shared_req; /* the handle of Open MPI's ompi_request_empty (0: unknown) */
+#endif
 static cst_map g_msg_map;     /* message handle -> id, aux = comm local id */
 static cst_map g_met_counts;  /* hash of a member list -> communicators met with it */
 static uint64_t g_next_req = 1, g_next_msg = 1;
@@ -193,6 +240,10 @@ static uint32_t *g_freed_ids;             /* freed local ids to write after the 
 static uint64_t *g_freed_ts;
 static size_t g_nfreed, g_capfreed;
 static uint64_t g_cur_ts; /* the current group's enter time (args carry it) */
+static int g_suffix;      /* the stream is rank-R.N.cst (N >= 2), 0 for rank-R.cst */
+static volatile uint64_t g_init_wait; /* when the wrapper's first collective at Init began */
+static pthread_key_t g_scratch_key;   /* frees a thread's scratch arrays when it ends */
+static int g_have_scratch_key;
 
 static __thread int tl_depth TLS_IE; /* > 0 inside a wrapper: nested calls pass through */
 
@@ -200,6 +251,7 @@ typedef struct scratch {
     size_t cap;
     MPI_Request *req;
     MPI_Status *st;
+    int registered; /* the thread-exit destructor will free it */
 } scratch;
 static __thread scratch tl_scr TLS_IE;
 
@@ -315,7 +367,7 @@ static void switch_to_real(int keep_finalize)
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...)
 {
-    char line[1024];
+    char line[PATH_MAX + 1024];
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(line, sizeof line, fmt, ap);
@@ -358,7 +410,8 @@ static int write_file_atomically(const char *path, const char *data, size_t len)
     return rc;
 }
 
-/* Copies /proc/self/maps to maps/rank-R.maps (temporary name, then rename). */
+/* Copies /proc/self/maps to maps/rank-R.maps, or rank-R.N.maps beside a stream rank-R.N.cst
+ * (temporary name, then rename). */
 static void copy_maps(void)
 {
     int in = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
@@ -388,28 +441,54 @@ static void copy_maps(void)
     if (!buf)
         return;
     char path[PATH_MAX + 64];
-    snprintf(path, sizeof path, "%s/maps/rank-%d.maps", g_dir, g_rank);
+    if (g_suffix > 1)
+        snprintf(path, sizeof path, "%s/maps/rank-%d.%d.maps", g_dir, g_rank, g_suffix);
+    else
+        snprintf(path, sizeof path, "%s/maps/rank-%d.maps", g_dir, g_rank);
     (void)write_file_atomically(path, buf, len);
     free(buf);
 }
 
+static void fortran_scratch_free(void);
+
+/* A thread's scratch arrays, freed when it ends (pthread key destructor). */
+static void scratch_free(void *arg)
+{
+    (void)arg;
+    int err = errno;
+    free(tl_scr.req);
+    free(tl_scr.st);
+    memset(&tl_scr, 0, sizeof tl_scr);
+    fortran_scratch_free();
+    errno = err;
+}
+
+/* Makes the thread's scratch arrays hold at least `n` requests and statuses. Leaves errno
+ * as it was. */
 static int scratch_reserve(size_t n)
 {
     if (n <= tl_scr.cap)
         return 0;
+    int err = errno;
     size_t cap = tl_scr.cap ? tl_scr.cap : 16;
     while (cap < n)
         cap *= 2;
+    int rc = -1;
     MPI_Request *r = (MPI_Request *)realloc(tl_scr.req, cap * sizeof *r);
-    if (!r)
-        return -1;
-    tl_scr.req = r;
-    MPI_Status *s = (MPI_Status *)realloc(tl_scr.st, cap * sizeof *s);
-    if (!s)
-        return -1;
-    tl_scr.st = s;
-    tl_scr.cap = cap;
-    return 0;
+    if (r) {
+        tl_scr.req = r;
+        MPI_Status *s = (MPI_Status *)realloc(tl_scr.st, cap * sizeof *s);
+        if (s) {
+            tl_scr.st = s;
+            tl_scr.cap = cap;
+            rc = 0;
+        }
+    }
+    if (!tl_scr.registered && g_have_scratch_key &&
+        pthread_setspecific(g_scratch_key, &tl_scr) == 0)
+        tl_scr.registered = 1;
+    errno = err;
+    return rc;
 }
 
 /* count x size of `type`, saturated at 2^48 - 1; 0 for count <= 0 or an unknown size. Only
@@ -479,11 +558,14 @@ static void flush_locked(uint64_t now)
  * for it: it only try-locks, and holds the lock only for a write(2) of records that have sat
  * for 50 ms, which the calls themselves would otherwise have written), wakes about 20 times a
  * second, never calls MPI (MPI_THREAD_SINGLE holds), runs with every signal blocked, and ends
- * at MPI_Finalize. A forked child has no flusher (and records nothing). */
+ * at MPI_Finalize. A forked child has no flusher (and records nothing). It starts in MPI_Init
+ * before the wrapper's first collective call, and on rank 0 says once if that call has waited
+ * INIT_WAIT_HINT_NS (the other ranks may never make it: see start()). */
 static void *flusher_main(void *arg)
 {
     (void)arg;
     uint64_t wait = FLUSH_INTERVAL_NS;
+    int hinted = 0;
     for (;;) {
         if (wait < FLUSHER_MIN_SLEEP_NS)
             wait = FLUSHER_MIN_SLEEP_NS;
@@ -492,6 +574,14 @@ static void *flusher_main(void *arg)
         if (__atomic_load_n(&g_flusher_stop, __ATOMIC_ACQUIRE))
             break;
         wait = FLUSH_INTERVAL_NS;
+        uint64_t since = __atomic_load_n(&g_init_wait, __ATOMIC_ACQUIRE);
+        if (since && !hinted && now_ns() - since >= INIT_WAIT_HINT_NS) {
+            hinted = 1;
+            say("contend: rank 0 has waited %llu s in MPI_Init for the other ranks; if it never "
+                "returns, some ranks run without CONTEND_MPI_DIR or without the MPI wrapper "
+                "in LD_PRELOAD: both must be given to all ranks or to none\n",
+                (unsigned long long)(INIT_WAIT_HINT_NS / 1000000000ull));
+        }
         if (pthread_mutex_trylock(&g_lock) != 0) {
             wait = FLUSHER_MIN_SLEEP_NS; /* a call is writing its group: look again soon */
             continue;
@@ -508,8 +598,10 @@ static void *flusher_main(void *arg)
     return NULL;
 }
 
-static void start_flusher(void)
+/* Returns 0 when the thread was started. */
+static int start_flusher(void)
 {
+    int rc = -1;
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -518,11 +610,14 @@ static void start_flusher(void)
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
         pthread_attr_setstacksize(&attr, 64 * 1024);
         pthread_t t;
-        if (pthread_create(&t, &attr, flusher_main, NULL) == 0)
+        if (pthread_create(&t, &attr, flusher_main, NULL) == 0) {
             pthread_setname_np(t, "contend-flush");
+            rc = 0;
+        }
         pthread_attr_destroy(&attr);
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
 }
 
 /* Starts a call group of at most `n` records. A group that fits a chunk is never split
@@ -597,8 +692,63 @@ static int comm_deleted(MPI_Comm comm, int keyval, void *value, void *extra)
     return MPI_SUCCESS;
 }
 
+/* Under the lock: communicator `id`, NULL if unknown or gone. */
+static inline comm_info *comm_at(uint32_t id)
+{
+    if (id >= g_ncomms)
+        return NULL;
+    comm_info *chunk = g_comm_chunks[id / COMM_CHUNK];
+    return chunk ? &chunk[id % COMM_CHUNK] : NULL;
+}
+
+/* Under the lock: communicator `id` is freed and nothing names it any more. */
+static void comm_gone(uint32_t id, comm_info *c)
+{
+    free(c->world);
+    c->world = NULL;
+    c->size = 0;
+    uint32_t k = id / COMM_CHUNK;
+    if (++g_chunk_gone[k] == COMM_CHUNK) {
+        free(g_comm_chunks[k]);
+        g_comm_chunks[k] = NULL;
+    }
+}
+
+/* Under the lock: a request or message naming communicator `id` enters (ref) or leaves
+ * (unref) the tables. A freed communicator's member list is kept while any names it: a
+ * receive posted on it may complete after MPI_Comm_free, and its status is translated with
+ * it. */
+static inline void comm_ref(uint32_t id)
+{
+    comm_info *c = comm_at(id);
+    if (c)
+        c->refs++;
+}
+
+static void comm_unref(uint32_t id)
+{
+    comm_info *c = comm_at(id);
+    if (c && c->refs > 0 && --c->refs == 0 && c->freed)
+        comm_gone(id, c);
+}
+
+/* Under the lock: communicator `id` was freed. Its identity is freed, and its member list
+ * once nothing names it. */
+static void comm_release(uint32_t id)
+{
+    comm_info *c = id < 2 ? NULL : comm_at(id);
+    if (!c || c->freed)
+        return;
+    c->freed = 1;
+    free(c->ident);
+    c->ident = NULL;
+    if (c->refs == 0)
+        comm_gone(id, c);
+}
+
 static void queue_freed(uint32_t id, uint64_t ts)
 {
+    comm_release(id);
     if (g_nfreed == g_capfreed) {
         size_t cap = g_capfreed ? g_capfreed * 2 : 16;
         uint32_t *a = (uint32_t *)realloc(g_freed_ids, cap * sizeof *a);
@@ -658,24 +808,42 @@ static char *members_string(const char *ident, int size, const int *world)
  * Takes ownership of `ident` and `world`. */
 static uint32_t define_comm(char *ident, int size, int *world, uint64_t ts)
 {
-    if (g_ncomms == g_capcomms) {
-        uint32_t cap = g_capcomms ? g_capcomms * 2 : 16;
-        comm_info *n = (comm_info *)realloc(g_comms, cap * sizeof *n);
-        if (!n) {
+    uint32_t k = g_ncomms / COMM_CHUNK;
+    if (k == g_capchunks) {
+        uint32_t cap = g_capchunks ? g_capchunks * 2 : 16;
+        comm_info **n = (comm_info **)realloc(g_comm_chunks, cap * sizeof *n);
+        if (n)
+            g_comm_chunks = n;
+        uint32_t *gone = n ? (uint32_t *)realloc(g_chunk_gone, cap * sizeof *gone) : NULL;
+        if (gone)
+            g_chunk_gone = gone;
+        if (!n || !gone || g_ncomms >= INTER_COMM - COMM_CHUNK) {
             free(ident);
             free(world);
             return NO_COMM;
         }
-        g_comms = n;
-        g_capcomms = cap;
+        g_capchunks = cap;
+    }
+    if (k == g_nchunks) {
+        comm_info *chunk = (comm_info *)calloc(COMM_CHUNK, sizeof *chunk);
+        if (!chunk) {
+            free(ident);
+            free(world);
+            return NO_COMM;
+        }
+        g_comm_chunks[k] = chunk;
+        g_chunk_gone[k] = 0;
+        g_nchunks++;
     }
     uint32_t id = g_ncomms++;
-    g_comms[id].ident = ident;
-    g_comms[id].size = size;
-    g_comms[id].world = world;
-    g_comms[id].births = 0;
+    comm_info *c = &g_comm_chunks[k][id % COMM_CHUNK];
+    c->ident = ident;
+    c->size = size;
+    c->world = world;
+    /* A members string is not asked for again (its identity makes it unique): the writer
+     * keeps no copy of it. */
     char *m = members_string(ident, size, world);
-    uint32_t sid = m ? cst_intern_cstr(&g_w, m) : CST_NO_STRING;
+    uint32_t sid = m ? cst_add_string(&g_w, m, strlen(m)) : CST_NO_STRING;
     free(m);
     uint8_t r[16];
     cst_mpi_comm(r, ts, 0, id);
@@ -805,10 +973,8 @@ static int64_t to_world(uint32_t id, int r)
         return -2;
     if (r == MPI_ANY_SOURCE)
         return -1;
-    if (id >= g_ncomms || r < 0)
-        return r;
-    comm_info *c = &g_comms[id];
-    if (!c->world || r >= c->size)
+    comm_info *c = r < 0 ? NULL : comm_at(id);
+    if (!c || !c->world || r >= c->size)
         return r;
     return c->world[r];
 }
@@ -820,9 +986,20 @@ static inline int64_t tag_value(int tag)
 
 /* ---------------------------------------------------------------- statuses, requests */
 
-/* Under the lock, inside a group: source, tag and bytes of a receive's status. */
-static void g_status(const MPI_Status *st, uint32_t comm)
+/* Under the lock, inside a group: source, tag and bytes of a receive's status. A receive
+ * posted with MPI_PROC_NULL (`proc_null`) writes what MPI defines for it (source
+ * MPI_PROC_NULL, tag MPI_ANY_TAG, 0 bytes) whatever the library left in the status (MPICH's
+ * Waitall leaves source 0, tag 0). */
+static void g_status(const MPI_Status *st, uint32_t comm, int proc_null)
 {
+    if (proc_null) {
+        g_arg_s(AC_STATUS_SOURCE, -2);
+        g_arg_s(AC_STATUS_TAG, -1);
+        g_arg_u(AC_STATUS_BYTES, 0);
+        return;
+    }
+    if (!st)
+        return;
     int count = 0;
     uint64_t bytes = 0;
     if (PMPI_Get_count(st, MPI_BYTE, &count) == MPI_SUCCESS && count != MPI_UNDEFINED) {
@@ -837,21 +1014,161 @@ static void g_status(const MPI_Status *st, uint32_t comm)
     g_arg_u(AC_STATUS_BYTES, bytes);
 }
 
+/* Does the library give handle `key` to several requests at once? Open MPI returns
+ * &ompi_request_empty for every request it completed at once (an eagerly sent Isend, a
+ * receive or send with MPI_PROC_NULL); MPICH returns built-in handles (kind bits 30-31 = 01:
+ * 0x6c000001 for sends, 0x6c000002 for receives ...). Such a handle's requests queue up in
+ * the table and completions take them oldest first (all were complete when created, so which
+ * one a completion takes does not matter). Any other handle names one request at a time: a
+ * new request on it replaces an entry whose completion the wrapper did not see (a call it
+ * does not wrap completed it) rather than queue behind it. */
+static inline int shared_request(uint64_t key)
+{
+#if BUILT_FAMILY == 2
+    return key <= 0xFFFFFFFFu && (key >> 30) == 1u;
+#elif BUILT_FAMILY == 1
+    return g_shared_req == 0 || key == g_shared_req; /* unknown: queue every handle */
+#else
+    (void)key;
+    return 1;
+#endif
+}
+
+/* Under the lock: queue `q`'s oldest item, taken out. */
+static req_item rq_pop(req_queue *q)
+{
+    req_item it = q->items[q->head];
+    q->head = (q->head + 1) % q->cap;
+    q->len--;
+    return it;
+}
+
+/* Under the lock: appends `it` to entry `e`'s queue, turning a single entry into a queue
+ * first. -1 (nothing changed) when out of memory. A queue holds at most RQ_QUEUE_MAX
+ * requests: beyond, the oldest is dropped (never completed: a request the program dropped
+ * without completing it, which a shared handle lets it do at no cost to the library). */
+static int rq_push(cst_map_entry *e, req_item it)
+{
+    req_queue *q;
+    if (e->flags & RQ_QUEUE) {
+        q = &g_rq[e->val];
+    } else {
+        uint32_t k = 0;
+        while (k < g_nrq && g_rq[k].used)
+            k++;
+        if (k == g_nrq) {
+            req_queue *n = (req_queue *)realloc(g_rq, (g_nrq + 1) * sizeof *n);
+            if (!n)
+                return -1;
+            g_rq = n;
+            memset(&g_rq[g_nrq], 0, sizeof *g_rq);
+            g_nrq++;
+        }
+        q = &g_rq[k];
+        if (q->cap < 2) {
+            req_item *items = (req_item *)realloc(q->items, 16 * sizeof *items);
+            if (!items)
+                return -1;
+            q->items = items;
+            q->cap = 16;
+        }
+        q->used = 1;
+        q->head = 0;
+        q->len = 1;
+        q->items[0] = (req_item){e->val, e->aux, e->flags};
+        e->val = k;
+        e->aux = 0;
+        e->flags = RQ_QUEUE;
+    }
+    if (q->len >= RQ_QUEUE_MAX)
+        comm_unref(rq_pop(q).comm);
+    if (q->len == q->cap) {
+        uint32_t cap = q->cap * 2;
+        req_item *items = (req_item *)malloc(cap * sizeof *items);
+        if (!items)
+            return -1;
+        for (uint32_t i = 0; i < q->len; i++)
+            items[i] = q->items[(q->head + i) % q->cap];
+        free(q->items);
+        q->items = items;
+        q->cap = cap;
+        q->head = 0;
+    }
+    q->items[(q->head + q->len) % q->cap] = it;
+    q->len++;
+    return 0;
+}
+
+/* Under the lock: takes the oldest request of handle `key` (entry `e`) out of the table.
+ * Returns 0 with nothing taken for an inactive persistent request; an active one stays,
+ * made inactive, unless `freeing`. The caller unrefs the item's communicator (when
+ * *released) after using it. */
+static int rq_take(uint64_t key, cst_map_entry *e, int freeing, req_item *out, int *released)
+{
+    *released = 1;
+    if (e->flags & RQ_QUEUE) {
+        req_queue *q = &g_rq[e->val];
+        *out = rq_pop(q);
+        if (q->len == 0) {
+            q->used = 0;
+            cst_map_del(&g_req_map, key);
+        }
+        return 1;
+    }
+    *out = (req_item){e->val, e->aux, e->flags};
+    if ((e->flags & RQ_PERSISTENT) && !freeing) {
+        *released = 0;
+        if (!(e->flags & RQ_ACTIVE))
+            return 0;
+        e->flags &= (uint16_t)~RQ_ACTIVE;
+        return 1;
+    }
+    cst_map_del(&g_req_map, key);
+    return 1;
+}
+
+/* Under the lock: drops every request of entry `e` (before a new request reuses its
+ * handle). */
+static void rq_forget(uint64_t key, cst_map_entry *e)
+{
+    if (e->flags & RQ_QUEUE) {
+        req_queue *q = &g_rq[e->val];
+        while (q->len > 0)
+            comm_unref(rq_pop(q).comm);
+        q->used = 0;
+    } else {
+        comm_unref(e->aux);
+    }
+    cst_map_del(&g_req_map, key);
+}
+
 /* Under the lock: a new request's id. */
 static uint64_t new_request(MPI_Request r, unsigned flags, uint32_t comm)
 {
     uint64_t id = g_next_req++;
-    cst_map_entry *e = cst_map_put(&g_req_map, req_key(r), id, comm);
-    if (e)
+    uint64_t key = req_key(r);
+    cst_map_entry *e = cst_map_get(&g_req_map, key);
+    if (e) {
+        if (!(flags & RQ_PERSISTENT) && !(e->flags & RQ_PERSISTENT) && shared_request(key) &&
+            rq_push(e, (req_item){id, comm, (uint16_t)flags}) == 0) {
+            comm_ref(comm);
+            return id;
+        }
+        rq_forget(key, e);
+    }
+    e = cst_map_put(&g_req_map, key, id, comm);
+    if (e) {
         e->flags = (uint16_t)flags;
+        comm_ref(comm);
+    }
     return id;
 }
 
 /* Under the lock, inside a group: request `r` (its handle before the call) completed with
- * status `st` (NULL if none). Writes `request completed` and, for a receive, its status, or
- * `status cancelled`. A request the wrapper did not see created has id 0; an inactive
- * persistent request is skipped. */
-static void g_completion(MPI_Request r, const MPI_Status *st)
+ * status `st` (NULL if none); `ok` when it completed without error. Writes `request
+ * completed` and, for a successful receive, its status, or `status cancelled`. A request the
+ * wrapper did not see created has id 0; an inactive persistent request is skipped. */
+static void g_completion(MPI_Request r, const MPI_Status *st, int ok)
 {
     uint64_t key = req_key(r);
     cst_map_entry *e = cst_map_get(&g_req_map, key);
@@ -859,26 +1176,46 @@ static void g_completion(MPI_Request r, const MPI_Status *st)
         g_arg_u(AC_REQUEST_COMPLETED, 0);
         return;
     }
-    if ((e->flags & RQ_PERSISTENT) && !(e->flags & RQ_ACTIVE))
+    req_item it;
+    int released;
+    if (!rq_take(key, e, 0, &it, &released))
         return;
-    g_arg_u(AC_REQUEST_COMPLETED, e->val);
-    int cancelled = 0;
-    if (st)
-        PMPI_Test_cancelled(st, &cancelled);
-    if (cancelled)
-        g_arg_u(AC_STATUS_CANCELLED, 1);
-    else if ((e->flags & RQ_RECV) && st)
-        g_status(st, e->aux);
-    if (e->flags & RQ_PERSISTENT)
-        e->flags &= (uint16_t)~RQ_ACTIVE;
-    else
-        cst_map_del(&g_req_map, key);
+    g_arg_u(AC_REQUEST_COMPLETED, it.id);
+    if (ok && st) {
+        int cancelled = 0;
+        if (!(it.flags & RQ_PROC_NULL))
+            PMPI_Test_cancelled(st, &cancelled);
+        if (cancelled)
+            g_arg_u(AC_STATUS_CANCELLED, 1);
+        else if (it.flags & RQ_RECV)
+            g_status(st, it.comm, it.flags & RQ_PROC_NULL);
+    }
+    if (released)
+        comm_unref(it.comm);
 }
 
+/* Under the lock: the id of the oldest request of handle `r`, 0 if unknown. */
 static uint64_t request_id(MPI_Request r)
 {
     cst_map_entry *e = cst_map_get(&g_req_map, req_key(r));
-    return e ? e->val : 0;
+    if (!e)
+        return 0;
+    if (e->flags & RQ_QUEUE) {
+        req_queue *q = &g_rq[e->val];
+        return q->items[q->head].id;
+    }
+    return e->val;
+}
+
+/* Under the lock: MPI_Request_free freed handle `r`'s (oldest) request. */
+static void request_freed(MPI_Request r)
+{
+    uint64_t key = req_key(r);
+    cst_map_entry *e = cst_map_get(&g_req_map, key);
+    req_item it;
+    int released;
+    if (e && rq_take(key, e, 1, &it, &released))
+        comm_unref(it.comm);
 }
 
 /* ---------------------------------------------------------------- the stream */
@@ -906,6 +1243,7 @@ static int open_stream(uint64_t base_time)
         fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
         if (fd < 0 && errno != EEXIST)
             break;
+        g_suffix = n;
     }
     if (fd < 0) {
         say("contend: cannot create %s: %s; rank %d is not recorded\n", path, strerror(errno),
@@ -930,7 +1268,11 @@ static int open_stream(uint64_t base_time)
     return 0;
 }
 
-/* Flushes and closes the stream with its trailer. Under the lock. */
+/* Flushes and closes the stream with its trailer. Under the lock. The writer's memory is
+ * not freed: a thread that was inside an MPI call when the stream closed (exit() without
+ * MPI_Finalize, or MPI_Finalize, while another thread is in a call) still writes its group
+ * when the call returns; the writer, marked broken with no file, takes those records and
+ * never writes them. */
 static void close_stream(uint64_t end_time)
 {
     if (g_fd < 0)
@@ -944,7 +1286,8 @@ static void close_stream(uint64_t end_time)
     (void)cst_finish(&g_w, end_time);
     close(g_fd);
     g_fd = -1;
-    cst_free(&g_w);
+    g_w.fd = -1;
+    g_w.broken = 1;
 }
 
 /* ---------------------------------------------------------------- clock comparison */
@@ -1065,7 +1408,7 @@ static int library_matches(const char *line)
  * record reports, and which reads without the "contend: " of stderr). */
 static void refuse(const char *loaded)
 {
-    char text[1024];
+    char text[PATH_MAX + 1024]; /* `loaded` may hold a path */
     snprintf(text, sizeof text,
              "the MPI wrapper was built for %s but this rank loaded %s: the rank runs "
              "unrecorded (the wrapper must be built with the mpicc of the MPI the program runs "
@@ -1079,13 +1422,33 @@ static void refuse(const char *loaded)
     (void)write_file_atomically(path, text, strlen(text));
 }
 
-/* After a successful PMPI_Init / PMPI_Init_thread: sets up and starts recording. */
+/* After a successful PMPI_Init / PMPI_Init_thread: sets up and starts recording.
+ *
+ * The duplicate of MPI_COMM_WORLD is the wrapper's first collective call: a rank whose
+ * program runs without CONTEND_MPI_DIR or without the wrapper never makes it, and the ranks
+ * that do wait in it for good. That cannot be detected without a collective call every rank
+ * makes, which a rank without the wrapper does not make (and a wrapper without
+ * CONTEND_MPI_DIR must stay a pure pass-through: it cannot make one either, lest a job with
+ * the wrapper preloaded on some ranks only hang). So the flusher thread starts first and,
+ * on rank 0, says after INIT_WAIT_HINT_NS what the cause may be. */
 static void start(int fn, void *site, uint64_t t0, uint64_t t1, int rc, const char *library)
 {
     PMPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     PMPI_Comm_size(MPI_COMM_WORLD, &g_size);
-    if (PMPI_Comm_dup(MPI_COMM_WORLD, &g_sync_comm) != MPI_SUCCESS) {
+#if BUILT_FAMILY == 1
+    {
+        void *empty = dlsym(RTLD_DEFAULT, "ompi_request_empty");
+        g_shared_req = (uint64_t)(uintptr_t)empty;
+    }
+#endif
+    int flusher = start_flusher() == 0;
+    if (g_rank == 0)
+        __atomic_store_n(&g_init_wait, now_ns(), __ATOMIC_RELEASE);
+    int dup = PMPI_Comm_dup(MPI_COMM_WORLD, &g_sync_comm);
+    __atomic_store_n(&g_init_wait, 0, __ATOMIC_RELEASE);
+    if (dup != MPI_SUCCESS) {
         say("contend: cannot duplicate MPI_COMM_WORLD; rank %d is not recorded\n", g_rank);
+        __atomic_store_n(&g_flusher_stop, 1, __ATOMIC_RELEASE);
         switch_to_real(0);
         return;
     }
@@ -1133,8 +1496,10 @@ static void start(int fn, void *site, uint64_t t0, uint64_t t1, int rc, const ch
         pthread_mutex_unlock(&g_lock);
         copy_maps();
         g_recording = 1;
-        start_flusher();
+        if (!flusher)
+            (void)start_flusher();
     } else {
+        __atomic_store_n(&g_flusher_stop, 1, __ATOMIC_RELEASE);
         switch_to_real(1);
     }
 }
@@ -1264,16 +1629,29 @@ FN(MPI_Finalize)(void)
     return finalize_common(c_finalize_call, NULL, SITE());
 }
 
+/* MPI_Abort: the mark and a flush, whatever the depth (a program's error handler calls
+ * MPI_Abort from inside the library, during a call the wrapper is timing). The lock is only
+ * tried, for up to 100 ms: this thread may hold it already (an error handler run by one of
+ * the status queries the wrapper makes under it), and the abort must not wait for good. */
 FN(MPI_Abort)(MPI_Comm comm, int errorcode)
 {
     int err = errno;
-    if (ACTIVE()) {
+    if (g_recording && g_pid == getpid()) {
         char label[64];
         snprintf(label, sizeof label, "mpi.abort=%d", errorcode);
-        rlock();
-        mark(now_ns(), label);
-        flush_locked(now_ns());
-        runlock();
+        int locked = 0;
+        for (int i = 0; i < 100 && !(locked = pthread_mutex_trylock(&g_lock) == 0); i++) {
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
+        if (locked) {
+            if (g_fd >= 0) {
+                uint64_t now = now_ns();
+                mark(now, label);
+                flush_locked(now);
+            }
+            pthread_mutex_unlock(&g_lock);
+        }
     }
     errno = err;
     return PMPI_Abort(comm, errorcode);
@@ -1445,17 +1823,22 @@ __attribute__((constructor)) static void contend_start(void)
         strcpy(g_dir, dir);
     }
     reexec_without_wrapper_if_mismatched();
-    if (g_want)
+    if (g_want) {
         pthread_atfork(NULL, NULL, after_fork_child);
-    else
+        g_have_scratch_key = pthread_key_create(&g_scratch_key, scratch_free) == 0;
+    } else {
         switch_to_real(0);
+    }
     errno = err;
 }
 
 /* ---------------------------------------------------------------- the wrappers */
 
 /* Every wrapper: pass through unless recording; else time the PMPI call, then write its group
- * in one locked section. errno is what the PMPI call left. */
+ * in one locked section. errno is what the PMPI call left. Whatever a wrapper does before
+ * this (copying request arrays) leaves errno as it was; arguments the program passes by
+ * pointer are read before the call only when not NULL (the library rejects a NULL), and after
+ * it only when it succeeded. */
 #define PASS_UNLESS_ACTIVE(call)                                                               \
     if (!ACTIVE())                                                                             \
         return call;                                                                           \
@@ -1526,7 +1909,7 @@ static void rec_recv(int fn, void *site, uint64_t t0, uint64_t t1, int rc, int s
     g_arg_s(AC_SOURCE, to_world(c, source));
     g_arg_s(AC_RECV_TAG, tag_value(tag));
     if (rc == MPI_SUCCESS)
-        g_status(st, c);
+        g_status(st, c, source == MPI_PROC_NULL);
     g_end(t1, fn, rc);
     runlock();
 }
@@ -1555,7 +1938,7 @@ static void rec_sendrecv(int fn, void *site, uint64_t t0, uint64_t t1, int rc, i
     g_arg_s(AC_SOURCE, to_world(c, source));
     g_arg_s(AC_RECV_TAG, tag_value(rtag));
     if (rc == MPI_SUCCESS)
-        g_status(st, c);
+        g_status(st, c, source == MPI_PROC_NULL);
     g_end(t1, fn, rc);
     runlock();
 }
@@ -1596,7 +1979,7 @@ static void rec_isend(int fn, void *site, uint64_t t0, uint64_t t1, int rc, int 
     g_arg_s(AC_DEST, to_world(c, dest));
     g_arg_s(AC_SEND_TAG, tag);
     g_arg_u(AC_BYTES_SENT, bytes);
-    if (rc == MPI_SUCCESS && *req != MPI_REQUEST_NULL)
+    if (rc == MPI_SUCCESS && req && *req != MPI_REQUEST_NULL)
         g_arg_u(AC_REQUEST_CREATED, new_request(*req, flags, c));
     g_end(t1, fn, rc);
     runlock();
@@ -1628,7 +2011,9 @@ static void rec_irecv(int fn, void *site, uint64_t t0, uint64_t t1, int rc, int 
     g_begin(5, t0, fn, site, c);
     g_arg_s(AC_SOURCE, to_world(c, source));
     g_arg_s(AC_RECV_TAG, tag_value(tag));
-    if (rc == MPI_SUCCESS && *req != MPI_REQUEST_NULL)
+    if (source == MPI_PROC_NULL)
+        flags |= RQ_PROC_NULL;
+    if (rc == MPI_SUCCESS && req && *req != MPI_REQUEST_NULL)
         g_arg_u(AC_REQUEST_CREATED, new_request(*req, flags | RQ_RECV, c));
     g_end(t1, fn, rc);
     runlock();
@@ -1652,11 +2037,13 @@ FN(MPI_Recv_init)(void *buf, int count, MPI_Datatype type, int source, int tag, 
 
 FN(MPI_Start)(MPI_Request *req)
 {
-    MPI_Request before = *req;
+    MPI_Request before = req ? *req : MPI_REQUEST_NULL;
     PASS_UNLESS_ACTIVE(PMPI_Start(req));
     rlock();
     g_begin(3, t0, FC_START, site, NO_COMM);
     cst_map_entry *e = cst_map_get(&g_req_map, req_key(before));
+    if (e && (e->flags & RQ_QUEUE))
+        e = NULL; /* not a persistent request */
     g_arg_u(AC_REQUEST_STARTED, e ? e->val : 0);
     if (e && rc == MPI_SUCCESS)
         e->flags |= RQ_ACTIVE;
@@ -1668,10 +2055,14 @@ FN(MPI_Start)(MPI_Request *req)
 FN(MPI_Startall)(int count, MPI_Request reqs[])
 {
     PASS_UNLESS_ACTIVE(PMPI_Startall(count, reqs));
+    if (!reqs)
+        count = 0;
     rlock();
     g_begin(2 + (unsigned)(count > 0 ? count : 0), t0, FC_STARTALL, site, NO_COMM);
     for (int i = 0; i < count; i++) {
         cst_map_entry *e = cst_map_get(&g_req_map, req_key(reqs[i]));
+        if (e && (e->flags & RQ_QUEUE))
+            e = NULL;
         g_arg_u(AC_REQUEST_STARTED, e ? e->val : 0);
         if (e && rc == MPI_SUCCESS)
             e->flags |= RQ_ACTIVE;
@@ -1683,13 +2074,13 @@ FN(MPI_Startall)(int count, MPI_Request reqs[])
 
 FN(MPI_Request_free)(MPI_Request *req)
 {
-    MPI_Request before = *req;
+    MPI_Request before = req ? *req : MPI_REQUEST_NULL;
     PASS_UNLESS_ACTIVE(PMPI_Request_free(req));
     rlock();
     g_begin(3, t0, FC_REQUEST_FREE, site, NO_COMM);
     g_arg_u(AC_REQUEST_FREED, request_id(before));
     if (rc == MPI_SUCCESS)
-        cst_map_del(&g_req_map, req_key(before));
+        request_freed(before);
     g_end(t1, FC_REQUEST_FREE, rc);
     runlock();
     DONE();
@@ -1697,7 +2088,7 @@ FN(MPI_Request_free)(MPI_Request *req)
 
 FN(MPI_Cancel)(MPI_Request *req)
 {
-    MPI_Request before = *req;
+    MPI_Request before = req ? *req : MPI_REQUEST_NULL;
     PASS_UNLESS_ACTIVE(PMPI_Cancel(req));
     rlock();
     g_begin(3, t0, FC_CANCEL, site, NO_COMM);
@@ -1707,18 +2098,25 @@ FN(MPI_Cancel)(MPI_Request *req)
     DONE();
 }
 
-/* ---- completion: Wait*, Test* */
+/* ---- completion: Wait*, Test*
+ *
+ * A request completed by a successful call is written 9 and, for a receive, its status (or
+ * 13 when cancelled). A failed call writes the requests it completed anyway (so the table
+ * forgets them) with no status: with MPI_ERR_IN_STATUS (Waitall, Waitsome, Testall,
+ * Testsome) those whose status's MPI_ERROR is not MPI_ERR_PENDING, the status only where
+ * MPI_ERROR is MPI_SUCCESS; with any other error those whose handle the library set to
+ * MPI_REQUEST_NULL. */
 
 FN(MPI_Wait)(MPI_Request *req, MPI_Status *status)
 {
     MPI_Status own;
     MPI_Status *st = status == MPI_STATUS_IGNORE ? &own : status;
-    MPI_Request before = *req;
+    MPI_Request before = req ? *req : MPI_REQUEST_NULL;
     PASS_UNLESS_ACTIVE(PMPI_Wait(req, st));
     rlock();
     g_begin(7, t0, FC_WAIT, site, NO_COMM);
     if (before != MPI_REQUEST_NULL && (rc == MPI_SUCCESS || *req == MPI_REQUEST_NULL))
-        g_completion(before, st);
+        g_completion(before, st, rc == MPI_SUCCESS);
     g_end(t1, FC_WAIT, rc);
     runlock();
     DONE();
@@ -1728,41 +2126,56 @@ FN(MPI_Test)(MPI_Request *req, int *flag, MPI_Status *status)
 {
     MPI_Status own;
     MPI_Status *st = status == MPI_STATUS_IGNORE ? &own : status;
-    MPI_Request before = *req;
+    MPI_Request before = req ? *req : MPI_REQUEST_NULL;
     PASS_UNLESS_ACTIVE(PMPI_Test(req, flag, st));
+    int f = rc == MPI_SUCCESS && flag && *flag;
     rlock();
     g_begin(8, t0, FC_TEST, site, NO_COMM);
-    if (rc == MPI_SUCCESS && *flag && before != MPI_REQUEST_NULL)
-        g_completion(before, st);
-    g_arg_u(AC_FLAG, rc == MPI_SUCCESS && *flag ? 1 : 0);
+    if (before != MPI_REQUEST_NULL && (f || (rc != MPI_SUCCESS && *req == MPI_REQUEST_NULL)))
+        g_completion(before, st, rc == MPI_SUCCESS);
+    g_arg_u(AC_FLAG, f ? 1 : 0);
     g_end(t1, FC_TEST, rc);
     runlock();
     DONE();
 }
 
 /* Copies the request array and picks the status array (the program's or the scratch one);
- * NULL when the scratch cannot grow (the call then goes unrecorded). */
+ * NULL when the scratch cannot grow or the arrays are not there (the call then goes
+ * unrecorded). Leaves errno as it was. */
 static MPI_Status *prepare_many(int count, MPI_Request reqs[], MPI_Status *statuses)
 {
-    if (count < 0 || scratch_reserve((size_t)count + 1) != 0)
+    if (count < 0 || (count > 0 && !reqs) || scratch_reserve((size_t)count + 1) != 0)
         return NULL;
     if (count > 0)
         memcpy(tl_scr.req, reqs, (size_t)count * sizeof *reqs);
     return statuses == MPI_STATUSES_IGNORE ? tl_scr.st : statuses;
 }
 
+/* Under the lock, inside a group: the completions of a failed call that did not return
+ * MPI_ERR_IN_STATUS: the requests whose handle became MPI_REQUEST_NULL (`after` is the
+ * program's array after the call; NULL when it cannot be read). */
+static void g_failed_completions(int count, const MPI_Request *after)
+{
+    for (int i = 0; i < count && after; i++)
+        if (tl_scr.req[i] != MPI_REQUEST_NULL && after[i] == MPI_REQUEST_NULL)
+            g_completion(tl_scr.req[i], NULL, 0);
+}
+
 static void rec_all(int fn, void *site, uint64_t t0, uint64_t t1, int rc, int count,
-                    const MPI_Status *st, int have_flag, int flag)
+                    const MPI_Status *st, const MPI_Request *after, int have_flag, int flag)
 {
     rlock();
     g_begin(3 + 5 * (unsigned)count, t0, fn, site, NO_COMM);
-    int done = rc == MPI_SUCCESS && (!have_flag || flag);
-    for (int i = 0; i < count; i++) {
-        MPI_Request r = tl_scr.req[i];
-        if (r == MPI_REQUEST_NULL)
-            continue;
-        if (done || (rc == MPI_ERR_IN_STATUS && st[i].MPI_ERROR != MPI_ERR_PENDING))
-            g_completion(r, &st[i]);
+    if (rc == MPI_SUCCESS && (!have_flag || flag)) {
+        for (int i = 0; i < count; i++)
+            if (tl_scr.req[i] != MPI_REQUEST_NULL)
+                g_completion(tl_scr.req[i], &st[i], 1);
+    } else if (rc == MPI_ERR_IN_STATUS) {
+        for (int i = 0; i < count; i++)
+            if (tl_scr.req[i] != MPI_REQUEST_NULL && st[i].MPI_ERROR != MPI_ERR_PENDING)
+                g_completion(tl_scr.req[i], &st[i], st[i].MPI_ERROR == MPI_SUCCESS);
+    } else if (rc != MPI_SUCCESS) {
+        g_failed_completions(count, after);
     }
     if (have_flag)
         g_arg_u(AC_FLAG, rc == MPI_SUCCESS && flag ? 1 : 0);
@@ -1776,7 +2189,7 @@ FN(MPI_Waitall)(int count, MPI_Request reqs[], MPI_Status statuses[])
     if (!st)
         return PMPI_Waitall(count, reqs, statuses);
     PASS_UNLESS_ACTIVE(PMPI_Waitall(count, reqs, st));
-    rec_all(FC_WAITALL, site, t0, t1, rc, count, st, 0, 0);
+    rec_all(FC_WAITALL, site, t0, t1, rc, count, st, reqs, 0, 0);
     DONE();
 }
 
@@ -1786,18 +2199,25 @@ FN(MPI_Testall)(int count, MPI_Request reqs[], int *flag, MPI_Status statuses[])
     if (!st)
         return PMPI_Testall(count, reqs, flag, statuses);
     PASS_UNLESS_ACTIVE(PMPI_Testall(count, reqs, flag, st));
-    rec_all(FC_TESTALL, site, t0, t1, rc, count, st, 1, *flag);
+    rec_all(FC_TESTALL, site, t0, t1, rc, count, st, reqs, 1,
+            rc == MPI_SUCCESS && flag && *flag);
     DONE();
 }
 
-static void rec_any(int fn, void *site, uint64_t t0, uint64_t t1, int rc, int index,
-                    const MPI_Status *st, int have_flag, int flag)
+/* Waitany, Testany: `index` is the index the call returned (read only after success). */
+static void rec_any(int fn, void *site, uint64_t t0, uint64_t t1, int rc, int count,
+                    int index, const MPI_Status *st, const MPI_Request *after, int have_flag,
+                    int flag)
 {
     rlock();
     g_begin(8, t0, fn, site, NO_COMM);
-    if ((!have_flag || (rc == MPI_SUCCESS && flag)) && index != MPI_UNDEFINED && index >= 0 &&
-        tl_scr.req[index] != MPI_REQUEST_NULL)
-        g_completion(tl_scr.req[index], st);
+    if (rc == MPI_SUCCESS) {
+        if ((!have_flag || flag) && index >= 0 && index < count &&
+            tl_scr.req[index] != MPI_REQUEST_NULL)
+            g_completion(tl_scr.req[index], st, 1);
+    } else {
+        g_failed_completions(count, after);
+    }
     if (have_flag)
         g_arg_u(AC_FLAG, rc == MPI_SUCCESS && flag ? 1 : 0);
     g_end(t1, fn, rc);
@@ -1811,7 +2231,8 @@ FN(MPI_Waitany)(int count, MPI_Request reqs[], int *index, MPI_Status *status)
     if (!ACTIVE() || !prepare_many(count, reqs, MPI_STATUSES_IGNORE))
         return PMPI_Waitany(count, reqs, index, status);
     PASS_UNLESS_ACTIVE(PMPI_Waitany(count, reqs, index, st));
-    rec_any(FC_WAITANY, site, t0, t1, rc, *index < count ? *index : MPI_UNDEFINED, st, 0, 0);
+    rec_any(FC_WAITANY, site, t0, t1, rc, count,
+            rc == MPI_SUCCESS && index ? *index : MPI_UNDEFINED, st, reqs, 0, 0);
     DONE();
 }
 
@@ -1822,12 +2243,15 @@ FN(MPI_Testany)(int count, MPI_Request reqs[], int *index, int *flag, MPI_Status
     if (!ACTIVE() || !prepare_many(count, reqs, MPI_STATUSES_IGNORE))
         return PMPI_Testany(count, reqs, index, flag, status);
     PASS_UNLESS_ACTIVE(PMPI_Testany(count, reqs, index, flag, st));
-    rec_any(FC_TESTANY, site, t0, t1, rc, *index < count ? *index : MPI_UNDEFINED, st, 1, *flag);
+    int ok = rc == MPI_SUCCESS && index && flag;
+    rec_any(FC_TESTANY, site, t0, t1, rc, count, ok ? *index : MPI_UNDEFINED, st, reqs, 1,
+            ok && *flag);
     DONE();
 }
 
 static void rec_some(int fn, void *site, uint64_t t0, uint64_t t1, int rc, int count,
-                     int outcount, const int *indices, const MPI_Status *st)
+                     int outcount, const int *indices, const MPI_Status *st,
+                     const MPI_Request *after)
 {
     rlock();
     g_begin(2 + 5 * (unsigned)count, t0, fn, site, NO_COMM);
@@ -1836,10 +2260,13 @@ static void rec_some(int fn, void *site, uint64_t t0, uint64_t t1, int rc, int c
             int i = indices[k];
             if (i < 0 || i >= count || tl_scr.req[i] == MPI_REQUEST_NULL)
                 continue;
-            if (rc == MPI_ERR_IN_STATUS && st[k].MPI_ERROR == MPI_ERR_PENDING)
+            int ok = rc == MPI_SUCCESS || st[k].MPI_ERROR == MPI_SUCCESS;
+            if (!ok && st[k].MPI_ERROR == MPI_ERR_PENDING)
                 continue;
-            g_completion(tl_scr.req[i], &st[k]);
+            g_completion(tl_scr.req[i], &st[k], ok);
         }
+    } else if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) {
+        g_failed_completions(count, after);
     }
     g_end(t1, fn, rc);
     runlock();
@@ -1852,7 +2279,9 @@ FN(MPI_Waitsome)(int count, MPI_Request reqs[], int *outcount, int indices[],
     if (!st)
         return PMPI_Waitsome(count, reqs, outcount, indices, statuses);
     PASS_UNLESS_ACTIVE(PMPI_Waitsome(count, reqs, outcount, indices, st));
-    rec_some(FC_WAITSOME, site, t0, t1, rc, count, *outcount, indices, st);
+    int ok = (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && outcount && indices;
+    rec_some(FC_WAITSOME, site, t0, t1, rc, count, ok ? *outcount : MPI_UNDEFINED, indices,
+             st, reqs);
     DONE();
 }
 
@@ -1863,7 +2292,9 @@ FN(MPI_Testsome)(int count, MPI_Request reqs[], int *outcount, int indices[],
     if (!st)
         return PMPI_Testsome(count, reqs, outcount, indices, statuses);
     PASS_UNLESS_ACTIVE(PMPI_Testsome(count, reqs, outcount, indices, st));
-    rec_some(FC_TESTSOME, site, t0, t1, rc, count, *outcount, indices, st);
+    int ok = (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && outcount && indices;
+    rec_some(FC_TESTSOME, site, t0, t1, rc, count, ok ? *outcount : MPI_UNDEFINED, indices,
+             st, reqs);
     DONE();
 }
 
@@ -1874,7 +2305,12 @@ static uint64_t new_message(MPI_Message m, uint32_t comm)
     if (m == MPI_MESSAGE_NULL || m == MPI_MESSAGE_NO_PROC)
         return 0;
     uint64_t id = g_next_msg++;
-    cst_map_put(&g_msg_map, msg_key(m), id, comm);
+    uint64_t key = msg_key(m);
+    cst_map_entry *e = cst_map_get(&g_msg_map, key);
+    if (e) /* a message the wrapper did not see received */
+        comm_unref(e->aux);
+    if (cst_map_put(&g_msg_map, key, id, comm))
+        comm_ref(comm);
     return id;
 }
 
@@ -1897,9 +2333,9 @@ FN(MPI_Iprobe)(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status
     g_begin(8, t0, FC_IPROBE, site, c);
     g_arg_s(AC_SOURCE, to_world(c, source));
     g_arg_s(AC_RECV_TAG, tag_value(tag));
-    int f = rc == MPI_SUCCESS && *flag;
+    int f = rc == MPI_SUCCESS && flag && *flag;
     if (f)
-        g_status(st, c);
+        g_status(st, c, source == MPI_PROC_NULL);
     g_arg_u(AC_FLAG, f ? 1 : 0);
     g_end(t1, FC_IPROBE, rc);
     runlock();
@@ -1917,8 +2353,8 @@ FN(MPI_Mprobe)(int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_Sta
     g_arg_s(AC_SOURCE, to_world(c, source));
     g_arg_s(AC_RECV_TAG, tag_value(tag));
     if (rc == MPI_SUCCESS) {
-        g_status(st, c);
-        g_arg_u(AC_MESSAGE, new_message(*message, c));
+        g_status(st, c, source == MPI_PROC_NULL);
+        g_arg_u(AC_MESSAGE, message ? new_message(*message, c) : 0);
     }
     g_end(t1, FC_MPROBE, rc);
     runlock();
@@ -1936,19 +2372,21 @@ FN(MPI_Improbe)(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *mess
     g_begin(9, t0, FC_IMPROBE, site, c);
     g_arg_s(AC_SOURCE, to_world(c, source));
     g_arg_s(AC_RECV_TAG, tag_value(tag));
-    int f = rc == MPI_SUCCESS && *flag;
+    int f = rc == MPI_SUCCESS && flag && *flag;
     if (f)
-        g_status(st, c);
+        g_status(st, c, source == MPI_PROC_NULL);
     g_arg_u(AC_FLAG, f ? 1 : 0);
     if (f)
-        g_arg_u(AC_MESSAGE, new_message(*message, c));
+        g_arg_u(AC_MESSAGE, message ? new_message(*message, c) : 0);
     g_end(t1, FC_IMPROBE, rc);
     runlock();
     DONE();
 }
 
-/* Under the lock: a message's id and communicator, forgetting it (Mrecv / Imrecv use it up). */
-static uint64_t take_message(MPI_Message m, uint32_t *comm)
+/* Under the lock: a message's id and communicator, forgetting it when `take` (Mrecv /
+ * Imrecv use it up, unless they fail and leave the handle). The caller unrefs the
+ * communicator once it has used it (when taken). */
+static uint64_t find_message(MPI_Message m, uint32_t *comm, int take)
 {
     cst_map_entry *e = cst_map_get(&g_msg_map, msg_key(m));
     *comm = NO_COMM;
@@ -1956,7 +2394,8 @@ static uint64_t take_message(MPI_Message m, uint32_t *comm)
         return 0;
     uint64_t id = e->val;
     *comm = e->aux;
-    cst_map_del(&g_msg_map, msg_key(m));
+    if (take)
+        cst_map_del(&g_msg_map, msg_key(m));
     return id;
 }
 
@@ -1965,16 +2404,19 @@ FN(MPI_Mrecv)(void *buf, int count, MPI_Datatype type, MPI_Message *message,
 {
     MPI_Status own;
     MPI_Status *st = status == MPI_STATUS_IGNORE ? &own : status;
-    MPI_Message before = *message;
+    MPI_Message before = message ? *message : MPI_MESSAGE_NULL;
     PASS_UNLESS_ACTIVE(PMPI_Mrecv(buf, count, type, message, st));
+    int taken = rc == MPI_SUCCESS || (message && *message == MPI_MESSAGE_NULL);
     rlock();
     uint32_t c;
-    uint64_t id = take_message(before, &c);
+    uint64_t id = find_message(before, &c, taken);
     g_begin(6, t0, FC_MRECV, site, NO_COMM);
     if (rc == MPI_SUCCESS)
-        g_status(st, c);
+        g_status(st, c, before == MPI_MESSAGE_NO_PROC);
     g_arg_u(AC_MESSAGE, id);
     g_end(t1, FC_MRECV, rc);
+    if (taken)
+        comm_unref(c);
     runlock();
     DONE();
 }
@@ -1982,16 +2424,20 @@ FN(MPI_Mrecv)(void *buf, int count, MPI_Datatype type, MPI_Message *message,
 FN(MPI_Imrecv)(void *buf, int count, MPI_Datatype type, MPI_Message *message,
                MPI_Request *req)
 {
-    MPI_Message before = *message;
+    MPI_Message before = message ? *message : MPI_MESSAGE_NULL;
     PASS_UNLESS_ACTIVE(PMPI_Imrecv(buf, count, type, message, req));
+    int taken = rc == MPI_SUCCESS || (message && *message == MPI_MESSAGE_NULL);
     rlock();
     uint32_t c;
-    uint64_t id = take_message(before, &c);
+    uint64_t id = find_message(before, &c, taken);
     g_begin(4, t0, FC_IMRECV, site, NO_COMM);
-    if (rc == MPI_SUCCESS && *req != MPI_REQUEST_NULL)
-        g_arg_u(AC_REQUEST_CREATED, new_request(*req, RQ_RECV, c));
+    unsigned flags = RQ_RECV | (before == MPI_MESSAGE_NO_PROC ? RQ_PROC_NULL : 0u);
+    if (rc == MPI_SUCCESS && req && *req != MPI_REQUEST_NULL)
+        g_arg_u(AC_REQUEST_CREATED, new_request(*req, flags, c));
     g_arg_u(AC_MESSAGE, id);
     g_end(t1, FC_IMRECV, rc);
+    if (taken)
+        comm_unref(c);
     runlock();
     DONE();
 }
@@ -2031,7 +2477,9 @@ FN(MPI_Barrier)(MPI_Comm comm)
 FN(MPI_Bcast)(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm)
 {
     PASS_UNLESS_ACTIVE(PMPI_Bcast(buf, count, type, root, comm));
-    uint64_t b = rc == MPI_SUCCESS ? type_bytes(count, type) : 0;
+    /* An intercommunicator's root group passes MPI_PROC_NULL on its other ranks, whose
+     * buffer arguments are not significant. */
+    uint64_t b = rc == MPI_SUCCESS && root != MPI_PROC_NULL ? type_bytes(count, type) : 0;
     rec_coll(FC_BCAST, site, t0, t1, rc, comm, 1, b, 1, root);
     DONE();
 }
@@ -2238,8 +2686,9 @@ FN(MPI_Reduce_scatter_block)(const void *sbuf, void *rbuf, int rcount, MPI_Datat
 /* ---- communicator creation and freeing */
 
 /* After a communicator-creating call on `parent`: counts the call on the parent (whatever it
- * returned), defines the new communicator as "P/N:L" and writes the group with `created
- * communicator`. */
+ * returned; a parent the wrapper has not met yet is defined only when the call succeeded,
+ * as a failed call may have failed on an invalid handle), defines the new communicator as
+ * "P/N:L" and writes the group with `created communicator`. */
 static void rec_create(int fn, void *site, uint64_t t0, uint64_t t1, int rc, MPI_Comm parent,
                        MPI_Comm made)
 {
@@ -2250,12 +2699,13 @@ static void rec_create(int fn, void *site, uint64_t t0, uint64_t t1, int rc, MPI
     int ok = have && query_comm(made, &q) == 0;
     rlock();
     pthread_mutex_unlock(&g_deflock);
-    uint32_t p = comm_id(parent, 1, t1);
+    uint32_t p = comm_id(parent, rc == MPI_SUCCESS, t1);
     uint32_t n = 0;
     char *pident = NULL;
-    if (p < g_ncomms) {
-        n = ++g_comms[p].births;
-        pident = g_comms[p].ident;
+    comm_info *pc = comm_at(p);
+    if (pc && !pc->freed) {
+        n = ++pc->births;
+        pident = pc->ident;
     }
     uint32_t made_id = NO_COMM;
     if (ok) {
@@ -2331,17 +2781,20 @@ FN(MPI_Cart_create)(MPI_Comm comm, int ndims, const int dims[], const int period
     DONE();
 }
 
+/* The communicator's local id is looked up before the call (the call frees it), never
+ * queried: a communicator the wrapper has not met (created by a call it does not wrap and
+ * never used in one it does) is written as 0xFFFFFFFF, since the handle may be invalid. */
 FN(MPI_Comm_free)(MPI_Comm *comm)
 {
     uint32_t id = NO_COMM;
     MPI_Comm before = MPI_COMM_NULL;
     if (ACTIVE() && comm) {
+        int err = errno;
         before = *comm;
-        tl_depth++;
         rlock();
-        id = comm_id(before, before != MPI_COMM_NULL, now_ns());
+        id = comm_id(before, 0, 0);
         runlock();
-        tl_depth--;
+        errno = err;
     }
     PASS_UNLESS_ACTIVE(PMPI_Comm_free(comm));
     rlock();

@@ -266,30 +266,42 @@ __attribute__((noinline, used)) static void fw_mpi_wait(MPI_Fint *req, MPI_Fint 
 {
     MPI_Fint own[F_STATUS_INTS];
     MPI_Fint *fst = status == MPI_F_STATUS_IGNORE ? own : status;
+    int err0 = errno;
     MPI_Request before = ACTIVE() ? PMPI_Request_f2c(*req) : MPI_REQUEST_NULL;
+    errno = err0;
     F_PASS_UNLESS_ACTIVE(FREAL(mpi_wait, f_wait_t)(req, fst, ierr));
     MPI_Status st;
     memset(&st, 0, sizeof st);
-    PMPI_Status_f2c(fst, &st);
+    if (rc == MPI_SUCCESS)
+        PMPI_Status_f2c(fst, &st);
     rlock();
     g_begin(7, t0, FC_WAIT, site, NO_COMM);
     if (before != MPI_REQUEST_NULL &&
         (rc == MPI_SUCCESS || PMPI_Request_f2c(*req) == MPI_REQUEST_NULL))
-        g_completion(before, &st);
+        g_completion(before, &st, rc == MPI_SUCCESS);
     g_end(t1, FC_WAIT, rc);
     runlock();
     F_DONE();
 }
 
-/* Per-thread Fortran status array for MPI_STATUSES_IGNORE. */
+/* Per-thread Fortran status array for MPI_STATUSES_IGNORE (freed with the thread's other
+ * scratch arrays when it ends). */
 static __thread MPI_Fint *tl_fst TLS_IE;
 static __thread size_t tl_fst_cap TLS_IE;
+
+static void fortran_scratch_free(void)
+{
+    free(tl_fst);
+    tl_fst = NULL;
+    tl_fst_cap = 0;
+}
 
 __attribute__((noinline, used)) static void fw_mpi_waitall(MPI_Fint *count, MPI_Fint *reqs,
                                                            MPI_Fint *statuses, MPI_Fint *ierr)
 {
     int n = *count;
     MPI_Fint *fst = statuses;
+    int err0 = errno;
     int ok = ACTIVE() && n >= 0 && scratch_reserve((size_t)n + 1) == 0;
     if (ok && statuses == MPI_F_STATUSES_IGNORE) {
         size_t need = (size_t)n * F_STATUS_INTS + 1;
@@ -303,12 +315,14 @@ __attribute__((noinline, used)) static void fw_mpi_waitall(MPI_Fint *count, MPI_
         ok = need <= tl_fst_cap;
         fst = tl_fst;
     }
+    if (ok)
+        for (int i = 0; i < n; i++)
+            tl_scr.req[i] = PMPI_Request_f2c(reqs[i]);
+    errno = err0;
     if (!ok) {
         FREAL(mpi_waitall, f_waitall_t)(count, reqs, statuses, ierr);
         return;
     }
-    for (int i = 0; i < n; i++)
-        tl_scr.req[i] = PMPI_Request_f2c(reqs[i]);
     F_PASS_UNLESS_ACTIVE(FREAL(mpi_waitall, f_waitall_t)(count, reqs, fst, ierr));
     /* Fortran statuses are MPI_STATUS_SIZE integers each: sizeof(MPI_Status) / sizeof(int)
      * in Open MPI. */
@@ -318,7 +332,7 @@ __attribute__((noinline, used)) static void fw_mpi_waitall(MPI_Fint *count, MPI_
         if (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS)
             PMPI_Status_f2c(fst + (size_t)i * stride, &tl_scr.st[i]);
     }
-    rec_all(FC_WAITALL, site, t0, t1, rc, n, tl_scr.st, 0, 0);
+    rec_all(FC_WAITALL, site, t0, t1, rc, n, tl_scr.st, NULL, 0, 0);
     F_DONE();
 }
 
@@ -336,7 +350,9 @@ __attribute__((noinline, used)) static void fw_mpi_bcast(void *buf, MPI_Fint *co
                                                          MPI_Fint *comm, MPI_Fint *ierr)
 {
     F_PASS_UNLESS_ACTIVE(FREAL(mpi_bcast, f_bcast_t)(buf, count, type, root, comm, ierr));
-    uint64_t b = rc == MPI_SUCCESS ? type_bytes(*count, PMPI_Type_f2c(*type)) : 0;
+    uint64_t b = rc == MPI_SUCCESS && *root != MPI_PROC_NULL
+                     ? type_bytes(*count, PMPI_Type_f2c(*type))
+                     : 0;
     rec_coll(FC_BCAST, site, t0, t1, rc, PMPI_Comm_f2c(*comm), 1, b, 1, *root);
     F_DONE();
 }
@@ -401,6 +417,10 @@ __attribute__((noinline, used)) static void fw_mpi_allgather(void *sbuf, MPI_Fin
 CONTEND_FORTRAN(DEFINE_FTGT)
 
 #elif CONTEND_MPICH_FORTRAN_SITES
+
+static void fortran_scratch_free(void)
+{
+}
 
 /* MPICH: the bindings call the C functions, whose wrappers record the call. These stubs only
  * note the program's return address for them (contend_fsite, read by SITE()), under every
@@ -559,6 +579,10 @@ static void fortran_switch_to_real(int keep_finalize)
 }
 
 #else /* neither Open MPI nor MPICH on x86-64: nothing to add (see above) */
+
+static void fortran_scratch_free(void)
+{
+}
 
 static void fortran_resolve(void)
 {

@@ -348,6 +348,7 @@ typedef struct cst_string_entry {
     uint64_t hash;
     char *s; /* the full string as interned (the key) */
     size_t len;
+    uint32_t id;
 } cst_string_entry;
 
 typedef struct cst_writer {
@@ -357,9 +358,11 @@ typedef struct cst_writer {
     uint32_t buffered;
     cst_table strings, sites;
     cst_bytes scratch;
-    /* String interning: entries by id, and a hash index of id + 1 (0 = empty slot). */
+    /* String interning: the kept entries, and a hash index of entry + 1 (0 = empty slot).
+     * str_next is the next string id (strings added with cst_add_string have no entry). */
     cst_string_entry *str_entries;
     size_t str_len, str_cap;
+    uint32_t str_next;
     uint32_t *str_index;
     size_t str_index_cap;
     cst_map site_map;
@@ -438,23 +441,14 @@ CST_FN uint64_t cst_fnv1a(const char *s, size_t len)
 
 CST_FN int cst_flush(cst_writer *w);
 
-/* The table id of the `len` bytes at `s` (UTF-8: the reader refuses other text), adding it on
- * first use. Strings longer than 64 KiB are cut at a character boundary (keyed by the whole
- * string, as in Rust). CST_NO_STRING only when out of memory. */
-CST_FN uint32_t cst_intern_string(cst_writer *w, const char *s, size_t len)
+/* Adds the `len` bytes at `s` to the table under the next id (hash `h`); keeps a copy for
+ * interning when `keep`. Strings longer than 64 KiB are cut at a character boundary (keyed by
+ * the whole string, as in Rust). CST_NO_STRING only when out of memory. */
+CST_FN uint32_t cst_string_add(cst_writer *w, const char *s, size_t len, uint64_t h, int keep)
 {
     int saved = errno;
-    uint64_t h = cst_fnv1a(s, len);
-    if (w->str_index_cap) {
-        size_t mask = w->str_index_cap - 1;
-        for (size_t i = (size_t)h & mask; w->str_index[i]; i = (i + 1) & mask) {
-            cst_string_entry *e = &w->str_entries[w->str_index[i] - 1];
-            if (e->hash == h && e->len == len && memcmp(e->s, s, len) == 0)
-                return w->str_index[i] - 1;
-        }
-    }
     /* Room for the entry in the table and the index. */
-    if (w->str_len == w->str_cap) {
+    if (keep && w->str_len == w->str_cap) {
         size_t ncap = w->str_cap ? w->str_cap * 2 : 16;
         cst_string_entry *n = (cst_string_entry *)realloc(w->str_entries, ncap * sizeof *n);
         if (!n)
@@ -462,7 +456,7 @@ CST_FN uint32_t cst_intern_string(cst_writer *w, const char *s, size_t len)
         w->str_entries = n;
         w->str_cap = ncap;
     }
-    if ((w->str_len + 1) * 2 > w->str_index_cap) {
+    if (keep && (w->str_len + 1) * 2 > w->str_index_cap) {
         size_t ncap = w->str_index_cap ? w->str_index_cap * 2 : 32;
         uint32_t *n = (uint32_t *)calloc(ncap, sizeof *n);
         if (!n)
@@ -483,13 +477,12 @@ CST_FN uint32_t cst_intern_string(cst_writer *w, const char *s, size_t len)
     if (w->strings.pending.len + 8 + end + 3 > CST_MAX_CHUNK_PAYLOAD)
         (void)cst_flush(w); /* keep every table chunk within the size a reader accepts */
     size_t padded = (end + 3) & ~(size_t)3;
-    char *copy = (char *)malloc(len ? len : 1);
-    if (!copy || cst_bytes_reserve(&w->strings.pending, 8 + padded) != 0) {
+    char *copy = keep ? (char *)malloc(len ? len : 1) : NULL;
+    if ((keep && !copy) || cst_bytes_reserve(&w->strings.pending, 8 + padded) != 0) {
         free(copy);
         goto oom;
     }
-    memcpy(copy, s, len);
-    uint32_t id = (uint32_t)w->str_len;
+    uint32_t id = w->str_next++;
     cst_bytes *p = &w->strings.pending;
     cst_put32(p->p + p->len, id);
     cst_put32(p->p + p->len + 4, (uint32_t)end);
@@ -497,20 +490,49 @@ CST_FN uint32_t cst_intern_string(cst_writer *w, const char *s, size_t len)
     memset(p->p + p->len + 8 + end, 0, padded - end);
     p->len += 8 + padded;
     w->strings.count++;
-    w->str_entries[w->str_len].hash = h;
-    w->str_entries[w->str_len].s = copy;
-    w->str_entries[w->str_len].len = len;
-    w->str_len++;
-    size_t mask = w->str_index_cap - 1;
-    size_t j = (size_t)h & mask;
-    while (w->str_index[j])
-        j = (j + 1) & mask;
-    w->str_index[j] = id + 1;
+    if (keep) {
+        memcpy(copy, s, len);
+        w->str_entries[w->str_len].hash = h;
+        w->str_entries[w->str_len].s = copy;
+        w->str_entries[w->str_len].len = len;
+        w->str_entries[w->str_len].id = id;
+        size_t mask = w->str_index_cap - 1;
+        size_t j = (size_t)h & mask;
+        while (w->str_index[j])
+            j = (j + 1) & mask;
+        w->str_index[j] = (uint32_t)w->str_len + 1;
+        w->str_len++;
+    }
     errno = saved;
     return id;
 oom:
     errno = saved;
     return CST_NO_STRING;
+}
+
+/* The table id of the `len` bytes at `s` (UTF-8: the reader refuses other text), adding it on
+ * first use (see cst_string_add). */
+CST_FN uint32_t cst_intern_string(cst_writer *w, const char *s, size_t len)
+{
+    uint64_t h = cst_fnv1a(s, len);
+    if (w->str_index_cap) {
+        size_t mask = w->str_index_cap - 1;
+        for (size_t i = (size_t)h & mask; w->str_index[i]; i = (i + 1) & mask) {
+            cst_string_entry *e = &w->str_entries[w->str_index[i] - 1];
+            if (e->hash == h && e->len == len && memcmp(e->s, s, len) == 0)
+                return e->id;
+        }
+    }
+    return cst_string_add(w, s, len, h, 1);
+}
+
+/* Adds a string that will not be asked for again (the MPI wrapper's communicator member
+ * lists, each unique) under a new id, keeping no copy: the writer's memory does not grow with
+ * it once it is written. Same bytes as cst_intern_string for a string never seen before; an
+ * identical string added again gets another id. */
+CST_FN uint32_t cst_add_string(cst_writer *w, const char *s, size_t len)
+{
+    return cst_string_add(w, s, len, 0, 0);
 }
 
 CST_FN uint32_t cst_intern_cstr(cst_writer *w, const char *s)
