@@ -201,7 +201,7 @@ pub fn analyse(ranks: &[RankInput], thresholds: Thresholds) -> MpiRun {
     let mut events = Vec::new();
     let mut spans = Vec::new();
     let mut summaries = Vec::new();
-    let mut stats: BTreeMap<(String, Option<u64>), Durations> = BTreeMap::new();
+    let mut stats: BTreeMap<(Function, Option<u64>), Durations> = BTreeMap::new();
     for ((r, fit), local) in ranks.iter().zip(&fits).zip(&locals) {
         conv.broken_groups += r.malformed.broken_groups;
         conv.stray_records += r.malformed.stray_records;
@@ -260,10 +260,7 @@ pub fn analyse(ranks: &[RankInput], thresholds: Thresholds) -> MpiRun {
                 FunctionClass::Collective => summary.collective_ns += duration,
                 FunctionClass::Other => {}
             }
-            stats
-                .entry((f.name().to_string(), site))
-                .or_default()
-                .add(duration);
+            stats.entry((f, site)).or_default().add(duration);
             let comm = match g.comm {
                 NO_COMM => None,
                 INTERCOMM => {
@@ -320,16 +317,13 @@ pub fn analyse(ranks: &[RankInput], thresholds: Thresholds) -> MpiRun {
     comms.sort_by_key(|c| c.0);
     let calls = stats
         .into_iter()
-        .map(|((function, site), d)| CallStat {
-            class: match Function::ALL.iter().find(|f| f.name() == function) {
-                Some(f) => match f.class() {
-                    FunctionClass::PointToPoint => "p2p",
-                    FunctionClass::Collective => "collective",
-                    FunctionClass::Other => "other",
-                },
-                None => "other",
+        .map(|((f, site), d)| CallStat {
+            class: match f.class() {
+                FunctionClass::PointToPoint => "p2p",
+                FunctionClass::Collective => "collective",
+                FunctionClass::Other => "other",
             },
-            function,
+            function: f.name().to_string(),
             site,
             count: d.count,
             total_ns: d.total,

@@ -4,7 +4,7 @@
 
 use crate::table::new_table;
 use analysis::mpi::{MpiRun, RankTotal};
-use analysis::waitstates::{Pattern, UnmatchedKind};
+use analysis::waitstates::UnmatchedKind;
 use std::fmt::Write;
 
 /// Names of the call-site ids in an [`MpiRun`] (`function (file:line)`), by id.
@@ -405,17 +405,6 @@ pub fn timeline(run: &MpiRun, names: &SiteNames) -> export::perfetto::Timeline {
         processes,
         flows: Vec::new(),
     }
-}
-
-/// The instances of one pattern, for tests and exports.
-pub fn instances(
-    run: &MpiRun,
-    pattern: Pattern,
-) -> impl Iterator<Item = &analysis::waitstates::Instance> {
-    run.waits
-        .instances
-        .iter()
-        .filter(move |i| i.pattern == pattern)
 }
 
 #[cfg(test)]
