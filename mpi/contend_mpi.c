@@ -12,7 +12,8 @@
  * Nothing is recorded unless CONTEND_MPI_DIR is set: every wrapper is then a pure
  * pass-through. With it set, each rank writes $CONTEND_MPI_DIR/streams/rank-R.cst and copies
  * /proc/self/maps to $CONTEND_MPI_DIR/maps/rank-R.maps at MPI_Init and at MPI_Finalize (a
- * second job in the same directory writes rank-R.2.cst and rank-R.2.maps, ...).
+ * second job in the same directory writes rank-R.2.cst and rank-R.2.maps on all its ranks,
+ * ...: the number is the job's, agreed at MPI_Init).
  * CONTEND_MPI_DIR (and the preload) must be given to all ranks or to none: the clock
  * comparison at MPI_Init and MPI_Finalize is collective over MPI_COMM_WORLD (a job that
  * breaks this waits for good in MPI_Init; rank 0 says why after 10 s: see start()).
@@ -37,9 +38,9 @@
  * as dropped events in the stream. Pointer arguments are read only when not NULL, outputs
  * only after the call succeeded; handles are queried only after a successful call and only
  * where the call makes them significant. The wrapper's own memory is bounded by what is live
- * (communicators, requests, messages) plus 12 bytes per 256 communicators ever created. The wrapper's own MPI calls use PMPI_* and
- * never reach the wrappers; a wrapper entered from inside another (the library calling MPI_*
- * internally) passes through unrecorded.
+ * (communicators, requests, messages) plus 12 bytes per 256 communicators ever created.
+ * The wrapper's own MPI calls use PMPI_* and never reach the wrappers; a wrapper entered
+ * from inside another (the library calling MPI_* internally) passes through unrecorded.
  *
  * Threads: one mutex serialises the writer and the tables. A call group is written in one
  * critical section after the call returns, so groups from different threads of one rank are
@@ -176,9 +177,8 @@ typedef struct comm_info {
     int freed;
 } comm_info;
 
-/* The requests that share one handle (the library hands the same handle to requests it
- * completed at once: Open MPI's ompi_request_empty, MPICH's built-in requests), oldest first:
- * a ring of `cap` items from `head`. */
+/* The requests that hold one handle, oldest first (see shared_request()): a ring of `cap`
+ * items from `head`. */
 typedef struct req_item {
     uint64_t id;
     uint32_t comm;
@@ -188,7 +188,6 @@ typedef struct req_item {
 typedef struct req_queue {
     req_item *items;
     uint32_t head, len, cap;
-    int used;
 } req_queue;
 
 typedef struct freed_node {
@@ -227,8 +226,10 @@ static uint32_t g_ncomms; /* local ids given */
 static cst_map g_comm_map;    /* comm handle -> local id (or INTER_COMM); live comms only */
 static cst_map g_req_map;     /* request handle -> id, aux = comm local id, flags RQ_*; or,
                                * with RQ_QUEUE, val = index of its queue in g_rq */
-static req_queue *g_rq;       /* queues of shared handles (few: one per such handle) */
+static req_queue *g_rq;       /* queues of handles held by several requests */
 static uint32_t g_nrq;
+static uint32_t *g_rq_free;   /* free slots of g_rq */
+static uint32_t g_nrq_free;
 #if BUILT_FAMILY == 1
 static uint64_t g_shared_req; /* the handle of Open MPI's ompi_request_empty (0: unknown) */
 #endif
@@ -1014,14 +1015,28 @@ static void g_status(const MPI_Status *st, uint32_t comm, int proc_null)
     g_arg_u(AC_STATUS_BYTES, bytes);
 }
 
-/* Does the library give handle `key` to several requests at once? Open MPI returns
- * &ompi_request_empty for every request it completed at once (an eagerly sent Isend, a
- * receive or send with MPI_PROC_NULL); MPICH returns built-in handles (kind bits 30-31 = 01:
- * 0x6c000001 for sends, 0x6c000002 for receives ...). Such a handle's requests queue up in
- * the table and completions take them oldest first (all were complete when created, so which
- * one a completion takes does not matter). Any other handle names one request at a time: a
- * new request on it replaces an entry whose completion the wrapper did not see (a call it
- * does not wrap completed it) rather than queue behind it. */
+/* The request table maps a handle to the requests that hold it, oldest (smallest id) first:
+ * one entry, or a queue when there are more. Which one a call completes:
+ *
+ * - Shared handles: the library gives one handle to several requests at once when it
+ *   completed them at once: Open MPI's &ompi_request_empty (an eagerly sent Isend, a send or
+ *   receive with MPI_PROC_NULL), MPICH's built-in handles (kind bits 30-31 = 01: 0x6c000001
+ *   for sends, 0x6c000002 for receives ...). A completion takes the oldest (all were complete
+ *   when created, so which one does not matter, even across threads). A request the program
+ *   never completes stays at the front: a queue holds at most RQ_QUEUE_MAX, dropping the
+ *   oldest beyond.
+ * - Any other handle names one live request at a time. A completion call notes the next
+ *   request id before it calls the library (tl_mark). The request it completes was recorded
+ *   before that (the program had its handle), so it has an older id; a request another
+ *   thread created meanwhile that got the same handle back from the library (freed inside
+ *   this call) has a newer one, and stays. The completion takes the newest request older than
+ *   tl_mark; none: a request the wrapper did not see created (id 0). Older ones stay: they
+ *   may be requests whose completion another thread has not written yet, or requests
+ *   completed by calls the wrapper does not see (the library has reused the handle since),
+ *   which the queue drops beyond RQ_UNIQUE_MAX, oldest first. */
+#define RQ_UNIQUE_MAX 4u
+
+/* Does the library give handle `key` to several requests at once? */
 static inline int shared_request(uint64_t key)
 {
 #if BUILT_FAMILY == 2
@@ -1034,45 +1049,70 @@ static inline int shared_request(uint64_t key)
 #endif
 }
 
+/* The next request id, noted by a completion call before it calls the library. Read without
+ * the lock (only ever written under it). */
+static __thread uint64_t tl_mark TLS_IE;
+#define REQ_MARK() (tl_mark = __atomic_load_n(&g_next_req, __ATOMIC_RELAXED))
+
+static inline req_item *rq_at(req_queue *q, uint32_t i)
+{
+    return &q->items[(q->head + i) % q->cap];
+}
+
 /* Under the lock: queue `q`'s oldest item, taken out. */
 static req_item rq_pop(req_queue *q)
 {
-    req_item it = q->items[q->head];
+    req_item it = *rq_at(q, 0);
     q->head = (q->head + 1) % q->cap;
     q->len--;
     return it;
 }
 
-/* Under the lock: appends `it` to entry `e`'s queue, turning a single entry into a queue
- * first. -1 (nothing changed) when out of memory. A queue holds at most RQ_QUEUE_MAX
- * requests: beyond, the oldest is dropped (never completed: a request the program dropped
- * without completing it, which a shared handle lets it do at no cost to the library). */
-static int rq_push(cst_map_entry *e, req_item it)
+/* Under the lock: a free queue slot (reusing its items array), or UINT32_MAX. */
+static uint32_t rq_slot(void)
+{
+    if (g_nrq_free > 0)
+        return g_rq_free[--g_nrq_free];
+    req_queue *n = (req_queue *)realloc(g_rq, (g_nrq + 1) * sizeof *n);
+    if (!n)
+        return UINT32_MAX;
+    g_rq = n;
+    uint32_t *f = (uint32_t *)realloc(g_rq_free, (g_nrq + 1) * sizeof *f);
+    if (!f)
+        return UINT32_MAX;
+    g_rq_free = f;
+    memset(&g_rq[g_nrq], 0, sizeof *g_rq);
+    return g_nrq++;
+}
+
+/* Under the lock: queue slot `k` is empty again. */
+static void rq_release(uint32_t k)
+{
+    g_rq[k].len = 0;
+    g_rq_free[g_nrq_free++] = k;
+}
+
+/* Under the lock: appends `it` to entry `e`'s requests, turning a single entry into a queue
+ * first; drops the oldest beyond `max`. -1 (nothing changed) when out of memory. */
+static int rq_push(cst_map_entry *e, req_item it, uint32_t max)
 {
     req_queue *q;
     if (e->flags & RQ_QUEUE) {
         q = &g_rq[e->val];
     } else {
-        uint32_t k = 0;
-        while (k < g_nrq && g_rq[k].used)
-            k++;
-        if (k == g_nrq) {
-            req_queue *n = (req_queue *)realloc(g_rq, (g_nrq + 1) * sizeof *n);
-            if (!n)
-                return -1;
-            g_rq = n;
-            memset(&g_rq[g_nrq], 0, sizeof *g_rq);
-            g_nrq++;
-        }
+        uint32_t k = rq_slot();
+        if (k == UINT32_MAX)
+            return -1;
         q = &g_rq[k];
         if (q->cap < 2) {
-            req_item *items = (req_item *)realloc(q->items, 16 * sizeof *items);
-            if (!items)
+            req_item *items = (req_item *)realloc(q->items, 4 * sizeof *items);
+            if (!items) {
+                rq_release(k);
                 return -1;
+            }
             q->items = items;
-            q->cap = 16;
+            q->cap = 4;
         }
-        q->used = 1;
         q->head = 0;
         q->len = 1;
         q->items[0] = (req_item){e->val, e->aux, e->flags};
@@ -1080,7 +1120,7 @@ static int rq_push(cst_map_entry *e, req_item it)
         e->aux = 0;
         e->flags = RQ_QUEUE;
     }
-    if (q->len >= RQ_QUEUE_MAX)
+    while (q->len >= max)
         comm_unref(rq_pop(q).comm);
     if (q->len == q->cap) {
         uint32_t cap = q->cap * 2;
@@ -1088,29 +1128,53 @@ static int rq_push(cst_map_entry *e, req_item it)
         if (!items)
             return -1;
         for (uint32_t i = 0; i < q->len; i++)
-            items[i] = q->items[(q->head + i) % q->cap];
+            items[i] = *rq_at(q, i);
         free(q->items);
         q->items = items;
         q->cap = cap;
         q->head = 0;
     }
-    q->items[(q->head + q->len) % q->cap] = it;
+    *rq_at(q, q->len) = it;
     q->len++;
     return 0;
 }
 
-/* Under the lock: takes the oldest request of handle `key` (entry `e`) out of the table.
- * Returns 0 with nothing taken for an inactive persistent request; an active one stays,
- * made inactive, unless `freeing`. The caller unrefs the item's communicator (when
- * *released) after using it. */
+/* Under the lock: which of entry `e`'s requests (handle `key`) a completion call that began
+ * at tl_mark completed: its position in the queue (0 for a single entry), or -1 if none
+ * (a request the wrapper did not see created). See above. */
+static int rq_pick(uint64_t key, const cst_map_entry *e)
+{
+    if (shared_request(key))
+        return 0;
+    if (!(e->flags & RQ_QUEUE))
+        return e->val < tl_mark ? 0 : -1;
+    req_queue *q = &g_rq[e->val];
+    uint32_t older = 0;
+    while (older < q->len && rq_at(q, older)->id < tl_mark)
+        older++;
+    return (int)older - 1;
+}
+
+/* Under the lock: takes the request a completion (or MPI_Request_free, when `freeing`) of
+ * handle `key` (entry `e`) is about out of the table. Returns
+ * 0 with nothing taken when it is none of them, or an inactive persistent request (an active
+ * one stays, made inactive, unless `freeing`). The caller unrefs the item's communicator
+ * (when *released) after using it. */
 static int rq_take(uint64_t key, cst_map_entry *e, int freeing, req_item *out, int *released)
 {
     *released = 1;
+    int pick = rq_pick(key, e);
+    if (pick < 0)
+        return 0;
     if (e->flags & RQ_QUEUE) {
-        req_queue *q = &g_rq[e->val];
-        *out = rq_pop(q);
+        uint32_t k = (uint32_t)e->val;
+        req_queue *q = &g_rq[k];
+        *out = *rq_at(q, (uint32_t)pick);
+        for (uint32_t i = (uint32_t)pick; i > 0; i--) /* close the gap: older ones move up */
+            *rq_at(q, i) = *rq_at(q, i - 1);
+        (void)rq_pop(q);
         if (q->len == 0) {
-            q->used = 0;
+            rq_release(k);
             cst_map_del(&g_req_map, key);
         }
         return 1;
@@ -1127,15 +1191,14 @@ static int rq_take(uint64_t key, cst_map_entry *e, int freeing, req_item *out, i
     return 1;
 }
 
-/* Under the lock: drops every request of entry `e` (before a new request reuses its
- * handle). */
+/* Under the lock: drops every request of entry `e` (a persistent request takes the handle). */
 static void rq_forget(uint64_t key, cst_map_entry *e)
 {
     if (e->flags & RQ_QUEUE) {
         req_queue *q = &g_rq[e->val];
         while (q->len > 0)
             comm_unref(rq_pop(q).comm);
-        q->used = 0;
+        rq_release((uint32_t)e->val);
     } else {
         comm_unref(e->aux);
     }
@@ -1145,12 +1208,14 @@ static void rq_forget(uint64_t key, cst_map_entry *e)
 /* Under the lock: a new request's id. */
 static uint64_t new_request(MPI_Request r, unsigned flags, uint32_t comm)
 {
-    uint64_t id = g_next_req++;
+    uint64_t id = g_next_req;
+    __atomic_store_n(&g_next_req, id + 1, __ATOMIC_RELAXED);
     uint64_t key = req_key(r);
     cst_map_entry *e = cst_map_get(&g_req_map, key);
     if (e) {
-        if (!(flags & RQ_PERSISTENT) && !(e->flags & RQ_PERSISTENT) && shared_request(key) &&
-            rq_push(e, (req_item){id, comm, (uint16_t)flags}) == 0) {
+        if (!(flags & RQ_PERSISTENT) && !(e->flags & RQ_PERSISTENT) &&
+            rq_push(e, (req_item){id, comm, (uint16_t)flags},
+                    shared_request(key) ? RQ_QUEUE_MAX : RQ_UNIQUE_MAX) == 0) {
             comm_ref(comm);
             return id;
         }
@@ -1164,22 +1229,22 @@ static uint64_t new_request(MPI_Request r, unsigned flags, uint32_t comm)
     return id;
 }
 
-/* Under the lock, inside a group: request `r` (its handle before the call) completed with
- * status `st` (NULL if none); `ok` when it completed without error. Writes `request
- * completed` and, for a successful receive, its status, or `status cancelled`. A request the
- * wrapper did not see created has id 0; an inactive persistent request is skipped. */
+/* Under the lock, inside a group of a completion call (REQ_MARK() before the library call):
+ * request `r` (its handle before the call) completed with status `st` (NULL if none); `ok`
+ * when it completed without error. Writes `request completed` and, for a successful receive,
+ * its status, or `status cancelled`. A request the wrapper did not see created has id 0; an
+ * inactive persistent request is skipped. */
 static void g_completion(MPI_Request r, const MPI_Status *st, int ok)
 {
     uint64_t key = req_key(r);
     cst_map_entry *e = cst_map_get(&g_req_map, key);
-    if (!e) {
-        g_arg_u(AC_REQUEST_COMPLETED, 0);
-        return;
-    }
     req_item it;
     int released;
-    if (!rq_take(key, e, 0, &it, &released))
+    if (!e || !rq_take(key, e, 0, &it, &released)) {
+        if (!e || rq_pick(key, e) < 0)
+            g_arg_u(AC_REQUEST_COMPLETED, 0);
         return;
+    }
     g_arg_u(AC_REQUEST_COMPLETED, it.id);
     if (ok && st) {
         int cancelled = 0;
@@ -1194,20 +1259,21 @@ static void g_completion(MPI_Request r, const MPI_Status *st, int ok)
         comm_unref(it.comm);
 }
 
-/* Under the lock: the id of the oldest request of handle `r`, 0 if unknown. */
+/* Under the lock, in MPI_Cancel or MPI_Request_free (REQ_MARK() before the library call):
+ * the id of the request handle `r` names, 0 if unknown. */
 static uint64_t request_id(MPI_Request r)
 {
-    cst_map_entry *e = cst_map_get(&g_req_map, req_key(r));
-    if (!e)
+    uint64_t key = req_key(r);
+    cst_map_entry *e = cst_map_get(&g_req_map, key);
+    int pick = e ? rq_pick(key, e) : -1;
+    if (pick < 0)
         return 0;
-    if (e->flags & RQ_QUEUE) {
-        req_queue *q = &g_rq[e->val];
-        return q->items[q->head].id;
-    }
+    if (e->flags & RQ_QUEUE)
+        return rq_at(&g_rq[e->val], (uint32_t)pick)->id;
     return e->val;
 }
 
-/* Under the lock: MPI_Request_free freed handle `r`'s (oldest) request. */
+/* Under the lock: MPI_Request_free freed handle `r`'s request. */
 static void request_freed(MPI_Request r)
 {
     uint64_t key = req_key(r);
@@ -1226,7 +1292,31 @@ static void mark(uint64_t ts, const char *label)
     cst_push(&g_w, ts, CST_EV_MARK, 0, CST_NO_SITE, sid);
 }
 
-static int open_stream(uint64_t base_time)
+/* streams/rank-R.cst (n = 1) or rank-R.n.cst. */
+static void stream_path(char *path, size_t cap, int n)
+{
+    if (n <= 1)
+        snprintf(path, cap, "%s/streams/rank-%d.cst", g_dir, g_rank);
+    else
+        snprintf(path, cap, "%s/streams/rank-%d.%d.cst", g_dir, g_rank, n);
+}
+
+/* The first stream number this rank has free (1: rank-R.cst). */
+static int first_free_suffix(void)
+{
+    char path[PATH_MAX + 64];
+    struct stat sb;
+    int n = 1;
+    for (; n < 1000; n++) {
+        stream_path(path, sizeof path, n);
+        if (stat(path, &sb) != 0)
+            break;
+    }
+    return n;
+}
+
+/* Creates this rank's stream, numbered `from` or the first free number after it. */
+static int open_stream(uint64_t base_time, int from)
 {
     char path[PATH_MAX + 64];
     mkdir(g_dir, 0755);
@@ -1235,11 +1325,8 @@ static int open_stream(uint64_t base_time)
     snprintf(path, sizeof path, "%s/maps", g_dir);
     mkdir(path, 0755);
     int fd = -1;
-    for (int n = 1; n < 1000 && fd < 0; n++) {
-        if (n == 1)
-            snprintf(path, sizeof path, "%s/streams/rank-%d.cst", g_dir, g_rank);
-        else
-            snprintf(path, sizeof path, "%s/streams/rank-%d.%d.cst", g_dir, g_rank, n);
+    for (int n = from < 1 ? 1 : from; n < 1000 && fd < 0; n++) {
+        stream_path(path, sizeof path, n);
         fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
         if (fd < 0 && errno != EEXIST)
             break;
@@ -1457,7 +1544,13 @@ static void start(int fn, void *site, uint64_t t0, uint64_t t1, int rc, const ch
     PMPI_Comm_group(MPI_COMM_WORLD, &g_world_group);
     g_have_keyval = PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, comm_deleted, &g_keyval,
                                             NULL) == MPI_SUCCESS;
-    int opened = open_stream(t0) == 0;
+    /* One stream number for the whole job (the largest any rank needs), so that a second
+     * job's streams in the same directory are told apart from the first's by their number
+     * whatever the two jobs' sizes: rank-R.N.cst and maps/rank-R.N.maps. */
+    int mine = first_free_suffix(), job = mine;
+    if (PMPI_Allreduce(&mine, &job, 1, MPI_INT, MPI_MAX, g_sync_comm) != MPI_SUCCESS)
+        job = mine;
+    int opened = open_stream(t0, job) == 0;
     if (opened) {
         g_pid = getpid();
         pthread_mutex_lock(&g_lock);
@@ -2075,6 +2168,7 @@ FN(MPI_Startall)(int count, MPI_Request reqs[])
 FN(MPI_Request_free)(MPI_Request *req)
 {
     MPI_Request before = req ? *req : MPI_REQUEST_NULL;
+    REQ_MARK();
     PASS_UNLESS_ACTIVE(PMPI_Request_free(req));
     rlock();
     g_begin(3, t0, FC_REQUEST_FREE, site, NO_COMM);
@@ -2089,6 +2183,7 @@ FN(MPI_Request_free)(MPI_Request *req)
 FN(MPI_Cancel)(MPI_Request *req)
 {
     MPI_Request before = req ? *req : MPI_REQUEST_NULL;
+    REQ_MARK();
     PASS_UNLESS_ACTIVE(PMPI_Cancel(req));
     rlock();
     g_begin(3, t0, FC_CANCEL, site, NO_COMM);
@@ -2112,6 +2207,7 @@ FN(MPI_Wait)(MPI_Request *req, MPI_Status *status)
     MPI_Status own;
     MPI_Status *st = status == MPI_STATUS_IGNORE ? &own : status;
     MPI_Request before = req ? *req : MPI_REQUEST_NULL;
+    REQ_MARK();
     PASS_UNLESS_ACTIVE(PMPI_Wait(req, st));
     rlock();
     g_begin(7, t0, FC_WAIT, site, NO_COMM);
@@ -2127,6 +2223,7 @@ FN(MPI_Test)(MPI_Request *req, int *flag, MPI_Status *status)
     MPI_Status own;
     MPI_Status *st = status == MPI_STATUS_IGNORE ? &own : status;
     MPI_Request before = req ? *req : MPI_REQUEST_NULL;
+    REQ_MARK();
     PASS_UNLESS_ACTIVE(PMPI_Test(req, flag, st));
     int f = rc == MPI_SUCCESS && flag && *flag;
     rlock();
@@ -2188,6 +2285,7 @@ FN(MPI_Waitall)(int count, MPI_Request reqs[], MPI_Status statuses[])
     MPI_Status *st = ACTIVE() ? prepare_many(count, reqs, statuses) : NULL;
     if (!st)
         return PMPI_Waitall(count, reqs, statuses);
+    REQ_MARK();
     PASS_UNLESS_ACTIVE(PMPI_Waitall(count, reqs, st));
     rec_all(FC_WAITALL, site, t0, t1, rc, count, st, reqs, 0, 0);
     DONE();
@@ -2198,6 +2296,7 @@ FN(MPI_Testall)(int count, MPI_Request reqs[], int *flag, MPI_Status statuses[])
     MPI_Status *st = ACTIVE() ? prepare_many(count, reqs, statuses) : NULL;
     if (!st)
         return PMPI_Testall(count, reqs, flag, statuses);
+    REQ_MARK();
     PASS_UNLESS_ACTIVE(PMPI_Testall(count, reqs, flag, st));
     rec_all(FC_TESTALL, site, t0, t1, rc, count, st, reqs, 1,
             rc == MPI_SUCCESS && flag && *flag);
@@ -2230,6 +2329,7 @@ FN(MPI_Waitany)(int count, MPI_Request reqs[], int *index, MPI_Status *status)
     MPI_Status *st = status == MPI_STATUS_IGNORE ? &own : status;
     if (!ACTIVE() || !prepare_many(count, reqs, MPI_STATUSES_IGNORE))
         return PMPI_Waitany(count, reqs, index, status);
+    REQ_MARK();
     PASS_UNLESS_ACTIVE(PMPI_Waitany(count, reqs, index, st));
     rec_any(FC_WAITANY, site, t0, t1, rc, count,
             rc == MPI_SUCCESS && index ? *index : MPI_UNDEFINED, st, reqs, 0, 0);
@@ -2242,6 +2342,7 @@ FN(MPI_Testany)(int count, MPI_Request reqs[], int *index, int *flag, MPI_Status
     MPI_Status *st = status == MPI_STATUS_IGNORE ? &own : status;
     if (!ACTIVE() || !prepare_many(count, reqs, MPI_STATUSES_IGNORE))
         return PMPI_Testany(count, reqs, index, flag, status);
+    REQ_MARK();
     PASS_UNLESS_ACTIVE(PMPI_Testany(count, reqs, index, flag, st));
     int ok = rc == MPI_SUCCESS && index && flag;
     rec_any(FC_TESTANY, site, t0, t1, rc, count, ok ? *index : MPI_UNDEFINED, st, reqs, 1,
@@ -2278,6 +2379,7 @@ FN(MPI_Waitsome)(int count, MPI_Request reqs[], int *outcount, int indices[],
     MPI_Status *st = ACTIVE() ? prepare_many(count, reqs, statuses) : NULL;
     if (!st)
         return PMPI_Waitsome(count, reqs, outcount, indices, statuses);
+    REQ_MARK();
     PASS_UNLESS_ACTIVE(PMPI_Waitsome(count, reqs, outcount, indices, st));
     int ok = (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && outcount && indices;
     rec_some(FC_WAITSOME, site, t0, t1, rc, count, ok ? *outcount : MPI_UNDEFINED, indices,
@@ -2291,6 +2393,7 @@ FN(MPI_Testsome)(int count, MPI_Request reqs[], int *outcount, int indices[],
     MPI_Status *st = ACTIVE() ? prepare_many(count, reqs, statuses) : NULL;
     if (!st)
         return PMPI_Testsome(count, reqs, outcount, indices, statuses);
+    REQ_MARK();
     PASS_UNLESS_ACTIVE(PMPI_Testsome(count, reqs, outcount, indices, st));
     int ok = (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && outcount && indices;
     rec_some(FC_TESTSOME, site, t0, t1, rc, count, ok ? *outcount : MPI_UNDEFINED, indices,

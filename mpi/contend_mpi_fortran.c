@@ -269,6 +269,7 @@ __attribute__((noinline, used)) static void fw_mpi_wait(MPI_Fint *req, MPI_Fint 
     int err0 = errno;
     MPI_Request before = ACTIVE() ? PMPI_Request_f2c(*req) : MPI_REQUEST_NULL;
     errno = err0;
+    REQ_MARK();
     F_PASS_UNLESS_ACTIVE(FREAL(mpi_wait, f_wait_t)(req, fst, ierr));
     MPI_Status st;
     memset(&st, 0, sizeof st);
@@ -323,6 +324,7 @@ __attribute__((noinline, used)) static void fw_mpi_waitall(MPI_Fint *count, MPI_
         FREAL(mpi_waitall, f_waitall_t)(count, reqs, statuses, ierr);
         return;
     }
+    REQ_MARK();
     F_PASS_UNLESS_ACTIVE(FREAL(mpi_waitall, f_waitall_t)(count, reqs, fst, ierr));
     /* Fortran statuses are MPI_STATUS_SIZE integers each: sizeof(MPI_Status) / sizeof(int)
      * in Open MPI. */

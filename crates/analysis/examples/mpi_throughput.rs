@@ -304,11 +304,8 @@ fn recorded(dir: PathBuf, timed: bool) {
         .flatten()
     {
         let name = e.file_name().to_string_lossy().into_owned();
-        if let Some(r) = name
-            .strip_prefix("rank-")
-            .and_then(|n| n.strip_suffix(".cst"))
-            .and_then(|n| n.parse().ok())
-        {
+        // The first job's streams (rank-R.cst); a later job's are rank-R.N.cst.
+        if let Some((r, 1)) = trace::mpi::rank_stream_name(&name) {
             files.insert(r, e.path());
         }
     }

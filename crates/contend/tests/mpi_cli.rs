@@ -489,3 +489,115 @@ fn a_rank_on_another_clock_is_aligned() {
     );
     check(mpi, "late_sender", &text(&out.stdout), &v).unwrap();
 }
+
+/// A recorded command that runs two MPI jobs (a script calling `mpirun` twice): every rank of
+/// the second job, the 3-rank one included, writes `rank-R.2.cst` with its own
+/// `maps/rank-R.2.maps`; the report shows job 1 unless `--mpi-job` picks another, and each
+/// job's wait states are named at its own program's lines.
+#[test]
+fn two_jobs_in_one_run_are_told_apart() {
+    let mpi = &MPIS[1];
+    require(mpi);
+    let _guard = serial();
+    let dir = tempfile::tempdir().unwrap();
+    build_examples(mpi, dir.path());
+    let bin = dir.path().display().to_string();
+    let script =
+        format!("mpirun.mpich -np 2 {bin}/late_sender 200 2 && mpirun.mpich -np 3 {bin}/nxn 200 2");
+    let mut first_error = None;
+    for attempt in 0..2 {
+        let run = dir.path().join(format!("two.{attempt}.run"));
+        let out = Command::new(CONTEND)
+            .args([
+                "record",
+                "--mpi",
+                "--mpi-impl",
+                "mpich",
+                "--interval",
+                "0",
+                "-o",
+            ])
+            .arg(&run)
+            .args(["--", "sh", "-c", &script])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let stderr = text(&out.stderr);
+        assert!(stderr.contains("5 MPI rank(s) of 2 jobs"), "{stderr}");
+        let mut names: Vec<String> = std::fs::read_dir(run.join("streams"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                "rank-0.2.cst",
+                "rank-0.cst",
+                "rank-1.2.cst",
+                "rank-1.cst",
+                "rank-2.2.cst"
+            ]
+        );
+        for maps in ["rank-0.maps", "rank-1.maps", "rank-2.2.maps"] {
+            assert!(run.join("maps").join(maps).is_file(), "no maps/{maps}");
+        }
+        let stdout = text(&out.stdout);
+        let (first, second): (Vec<&str>, Vec<&str>) = stdout
+            .lines()
+            .filter(|l| l.starts_with("truth: "))
+            .partition(|l| l.contains("pattern=late-sender"));
+        let report = |job: Option<&str>| {
+            let mut cmd = Command::new(CONTEND);
+            cmd.args(["report", "--json"]);
+            if let Some(n) = job {
+                cmd.args(["--mpi-job", n]);
+            }
+            let r = cmd.arg(&run).output().unwrap();
+            assert!(r.status.success(), "{}", text(&r.stderr));
+            (
+                serde_json::from_slice::<Value>(&r.stdout).unwrap(),
+                text(&r.stderr),
+            )
+        };
+        let (one, note) = report(None);
+        assert!(
+            note.contains("2 MPI jobs (1, 2): showing job 1; choose another with --mpi-job N"),
+            "{note}"
+        );
+        assert_eq!(one["mpi"]["world_size"], 2);
+        let (two, _) = report(Some("2"));
+        assert_eq!(two["mpi"]["world_size"], 3);
+        let pids = |v: &Value| -> Vec<u64> {
+            v["mpi"]["ranks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["pid"].as_u64().unwrap())
+                .collect()
+        };
+        assert!(pids(&one).iter().all(|p| !pids(&two).contains(p)));
+        let checked = check(mpi, "late_sender", &first.join("\n"), &one)
+            .and_then(|()| check(mpi, "nxn", &second.join("\n"), &two));
+        match checked {
+            Ok(()) => break,
+            Err(e) if first_error.is_none() => {
+                eprintln!("{e}: retrying once");
+                first_error = Some(e);
+            }
+            Err(e) => panic!("{e} (first attempt: {})", first_error.unwrap()),
+        }
+    }
+    let missing = Command::new(CONTEND)
+        .args(["report", "--mpi-job", "3"])
+        .arg(dir.path().join("two.0.run"))
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(
+        text(&missing.stderr)
+            .contains("--mpi-job 3: no such MPI job in this run; its jobs are 1, 2"),
+        "{}",
+        text(&missing.stderr)
+    );
+}

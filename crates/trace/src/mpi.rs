@@ -20,6 +20,39 @@ const VALUE_BITS: u32 = 48;
 const VALUE_MAX: i64 = (1 << (VALUE_BITS - 1)) - 1;
 const VALUE_MIN: i64 = -(1 << (VALUE_BITS - 1));
 
+/// Which rank and which job a rank stream's file name (`rank-R.cst`, `rank-R.N.cst`; the
+/// directory part is ignored) belongs to: `(R, N)`, N = 1 for the unnumbered first job. Every
+/// rank of a job writes the same N (agreed at `MPI_Init`), and its maps file is named alike
+/// (`maps/rank-R.maps`, `maps/rank-R.N.maps`).
+pub fn rank_stream_name(file: &str) -> Option<(u32, u32)> {
+    let name = file.rsplit('/').next().unwrap_or(file);
+    let stem = name.strip_prefix("rank-")?.strip_suffix(".cst")?;
+    let number = |s: &str| -> Option<u32> {
+        // Digits only: "+1" or " 1" are not names the wrapper writes.
+        if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        s.parse().ok()
+    };
+    match stem.split_once('.') {
+        None => Some((number(stem)?, 1)),
+        Some((rank, job)) => {
+            let job = number(job)?;
+            // The wrapper never writes rank-R.1.cst: job 1 is unnumbered.
+            (job >= 2).then_some((number(rank)?, job))
+        }
+    }
+}
+
+/// The maps file name (under `maps/`) of rank `rank` in job `job` (see [`rank_stream_name`]).
+pub fn rank_maps_name(rank: u32, job: u32) -> String {
+    if job <= 1 {
+        format!("rank-{rank}.maps")
+    } else {
+        format!("rank-{rank}.{job}.maps")
+    }
+}
+
 /// The MPI functions the wrapper records, by their code in `aux` (formats.md §2.4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u8)]
@@ -508,6 +541,29 @@ pub fn decode(records: impl IntoIterator<Item = Record>) -> (Vec<MpiItem>, Malfo
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn rank_stream_names_give_rank_and_job() {
+        assert_eq!(rank_stream_name("streams/rank-0.cst"), Some((0, 1)));
+        assert_eq!(rank_stream_name("rank-17.cst"), Some((17, 1)));
+        assert_eq!(rank_stream_name("streams/rank-3.2.cst"), Some((3, 2)));
+        assert_eq!(rank_stream_name("rank-3.12.cst"), Some((3, 12)));
+        for bad in [
+            "rank-.cst",
+            "rank-1.1.cst",
+            "rank-1.0.cst",
+            "rank-a.cst",
+            "rank-+1.cst",
+            "rank-1.2.3.cst",
+            "rank-1.cst.tmp",
+            "sampler.cst",
+            "rank-1..cst",
+        ] {
+            assert_eq!(rank_stream_name(bad), None, "{bad}");
+        }
+        assert_eq!(rank_maps_name(4, 1), "rank-4.maps");
+        assert_eq!(rank_maps_name(4, 3), "rank-4.3.maps");
+    }
+
     use super::*;
 
     fn hex(records: &[Record]) -> Vec<String> {

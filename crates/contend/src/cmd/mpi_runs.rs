@@ -1,6 +1,6 @@
 //! Reading an MPI run: the rank streams of a run directory (and of other hosts' directories
 //! given with `--mpi-from`) decoded into the analysis's input, each rank's call sites named from
-//! its own `maps/rank-R.maps` (ranks have different address spaces), so that the same line of
+//! its own `maps/rank-R.maps` (`maps/rank-R.N.maps` in job N) (ranks have different address spaces), so that the same line of
 //! code is one call site across ranks.
 
 use crate::exit::bad_input;
@@ -9,16 +9,22 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use trace::StreamFile;
 
-/// `streams/rank-R.cst`.
+/// `streams/rank-R.cst` or `streams/rank-R.N.cst`.
 pub fn is_rank_stream(file: &str) -> bool {
-    let name = file.rsplit('/').next().unwrap_or(file);
-    name.starts_with("rank-") && name.ends_with(".cst")
+    trace::mpi::rank_stream_name(file).is_some()
 }
 
-/// The rank streams of `dirs`, decoded; a rank found in two directories is an error (the same
-/// job merged twice). Call-site ids index the returned names.
-pub fn load(dirs: &[PathBuf]) -> anyhow::Result<Option<(Vec<RankInput>, Vec<String>)>> {
-    let mut files: BTreeMap<u32, PathBuf> = BTreeMap::new();
+/// The rank streams of `dirs` for one MPI job, decoded: `job` if given, else the first job
+/// (a run directory holds several when the recorded command ran `mpirun` more than once; each
+/// job's streams are numbered alike, `rank-R.N.cst`). A rank of the job found in two
+/// directories is an error (the same host's directory given twice). Call-site ids index the
+/// returned names.
+pub fn load(
+    dirs: &[PathBuf],
+    job: Option<u32>,
+) -> anyhow::Result<Option<(Vec<RankInput>, Vec<String>)>> {
+    // job -> rank -> file
+    let mut jobs: BTreeMap<u32, BTreeMap<u32, PathBuf>> = BTreeMap::new();
     for dir in dirs {
         let streams = dir.join("streams");
         let Ok(entries) = std::fs::read_dir(&streams) else {
@@ -26,14 +32,10 @@ pub fn load(dirs: &[PathBuf]) -> anyhow::Result<Option<(Vec<RankInput>, Vec<Stri
         };
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            let Some(rank) = name
-                .strip_prefix("rank-")
-                .and_then(|n| n.strip_suffix(".cst"))
-                .and_then(|n| n.parse::<u32>().ok())
-            else {
+            let Some((rank, n)) = trace::mpi::rank_stream_name(&name) else {
                 continue;
             };
-            if let Some(old) = files.insert(rank, e.path()) {
+            if let Some(old) = jobs.entry(n).or_default().insert(rank, e.path()) {
                 return Err(bad_input(format!(
                     "rank {rank} has two traces, {} and {}: give each host's run directory once",
                     old.display(),
@@ -42,9 +44,43 @@ pub fn load(dirs: &[PathBuf]) -> anyhow::Result<Option<(Vec<RankInput>, Vec<Stri
             }
         }
     }
-    if files.is_empty() {
-        return Ok(None);
+    let listed = || {
+        jobs.keys()
+            .map(|n| n.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let chosen = match job {
+        Some(n) if jobs.contains_key(&n) => n,
+        Some(n) if jobs.is_empty() => {
+            return Err(bad_input(format!(
+                "--mpi-job {n}: this run has no MPI rank traces"
+            )))
+        }
+        Some(n) => {
+            return Err(bad_input(format!(
+                "--mpi-job {n}: no such MPI job in this run; its jobs are {}",
+                listed()
+            )))
+        }
+        None => match jobs.keys().next() {
+            Some(&first) => first,
+            None => return Ok(None),
+        },
+    };
+    if jobs.len() > 1 {
+        eprintln!(
+            "contend: note: this run holds {} MPI jobs ({}): showing job {chosen}{}",
+            jobs.len(),
+            listed(),
+            if job.is_none() {
+                "; choose another with --mpi-job N"
+            } else {
+                ""
+            }
+        );
     }
+    let files = jobs.remove(&chosen).unwrap_or_default();
     let mut names: Vec<String> = Vec::new();
     let mut ids: HashMap<String, u64> = HashMap::new();
     let mut ranks = Vec::new();
@@ -76,7 +112,7 @@ pub fn load(dirs: &[PathBuf]) -> anyhow::Result<Option<(Vec<RankInput>, Vec<Stri
         }
         // Call sites, named with this rank's address space.
         let maps_dir = path.parent().and_then(Path::parent).map(|d| d.join("maps"));
-        let mut symbolizer = maps_dir.and_then(|d| rank_symbolizer(&d, rank));
+        let mut symbolizer = maps_dir.and_then(|d| rank_symbolizer(&d, rank, chosen));
         for item in &items {
             let trace::mpi::MpiItem::Call(g) = item else {
                 continue;
@@ -104,8 +140,8 @@ pub fn load(dirs: &[PathBuf]) -> anyhow::Result<Option<(Vec<RankInput>, Vec<Stri
     Ok(Some((ranks, names)))
 }
 
-fn rank_symbolizer(maps_dir: &Path, rank: u32) -> Option<symbolize::Symbolizer> {
-    let path = maps_dir.join(format!("rank-{rank}.maps"));
+fn rank_symbolizer(maps_dir: &Path, rank: u32, job: u32) -> Option<symbolize::Symbolizer> {
+    let path = maps_dir.join(trace::mpi::rank_maps_name(rank, job));
     let (maps, _) = symbolize::Maps::read(&path).ok()?;
     Some(symbolize::Symbolizer::new(maps))
 }

@@ -139,24 +139,26 @@ fn prepare_mpi(args: &Args, run: &RunDir) -> anyhow::Result<observe::mpi::Prepar
 }
 
 /// The rank streams the wrapper wrote, for meta.json; refusals (a rank that loaded another MPI)
-/// go to `unavailable` and stderr.
-fn collect_mpi(run: &RunDir, meta: &mut Meta) -> usize {
+/// go to `unavailable` and stderr. Returns how many streams, of how many jobs.
+fn collect_mpi(run: &RunDir, meta: &mut Meta) -> (usize, u32) {
     let mut ranks = 0;
+    let mut jobs = 0;
     if let Ok(entries) = std::fs::read_dir(run.path().join("streams")) {
-        let mut found: Vec<(i32, String)> = entries
+        let mut found: Vec<(u32, u32, String)> = entries
             .flatten()
             .filter_map(|e| {
                 let name = e.file_name().to_string_lossy().into_owned();
-                let rank = name
-                    .strip_prefix("rank-")?
-                    .strip_suffix(".cst")?
-                    .parse()
-                    .ok()?;
-                Some((rank, name))
+                let (rank, job) = trace::mpi::rank_stream_name(&name)?;
+                Some((job, rank, name))
             })
             .collect();
         found.sort();
-        for (rank, name) in found {
+        jobs = found
+            .iter()
+            .map(|(job, ..)| *job)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len() as u32;
+        for (job, rank, name) in found {
             let file = format!("streams/{name}");
             let (mut pid, mut events, mut dropped) = (0, 0, 0);
             if let Ok(mapped) = trace::StreamFile::open(&run.path().join(&file)) {
@@ -171,10 +173,14 @@ fn collect_mpi(run: &RunDir, meta: &mut Meta) -> usize {
                 kind: trace::format::StreamKind::Rank,
                 pid,
                 tid: 0,
-                rank: Some(rank),
+                rank: Some(rank as i32),
                 events,
                 dropped,
-                name: format!("rank {rank}"),
+                name: if jobs > 1 {
+                    format!("rank {rank} (MPI job {job})")
+                } else {
+                    format!("rank {rank}")
+                },
             });
             meta.events_dropped += dropped;
             ranks += 1;
@@ -187,7 +193,7 @@ fn collect_mpi(run: &RunDir, meta: &mut Meta) -> usize {
             why,
         });
     }
-    ranks
+    (ranks, jobs)
 }
 
 /// The probe library: `$CONTEND_PROBE`, else beside this executable (where cargo builds it).
@@ -525,10 +531,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     );
     let elapsed_ns = outcome.monotonic_span[1].saturating_sub(outcome.monotonic_span[0]);
     meta.streams = outcome.streams;
-    let ranks = if args.mpi {
+    let (ranks, jobs) = if args.mpi {
         collect_mpi(&run, &mut meta)
     } else {
-        0
+        (0, 0)
     };
     run.write_meta(&meta).map_err(|e| anyhow::anyhow!("{e}"))?;
     let refused = meta
@@ -566,7 +572,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .filter(|s| s.kind == trace::format::StreamKind::Thread)
         .map(|s| s.tid)
         .collect();
-    let from = if ranks > 0 {
+    let from = if jobs > 1 {
+        format!(
+            "{} thread(s) and {ranks} MPI rank(s) of {jobs} jobs (see report --mpi-job)",
+            threads.len()
+        )
+    } else if ranks > 0 {
         format!("{} thread(s) and {ranks} MPI rank(s)", threads.len())
     } else {
         format!("{} thread(s)", threads.len())

@@ -45,6 +45,10 @@ struct MpiArgs {
     /// directory was not on a shared file system); repeatable.
     #[arg(long, value_name = "DIR")]
     mpi_from: Vec<PathBuf>,
+    /// Which MPI job to show when the recorded command ran several (`mpirun` twice): 1 is the
+    /// first; the report names the jobs there are.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    mpi_job: Option<u32>,
 }
 
 /// Selecting and ordering what the locks section shows.
@@ -222,7 +226,7 @@ fn load(args: &Args) -> anyhow::Result<Loaded> {
     };
     let mut mpi_dirs = vec![args.run.clone()];
     mpi_dirs.extend(args.mpi.mpi_from.iter().cloned());
-    let mpi = super::mpi_runs::load(&mpi_dirs)?.map(|(ranks, names)| {
+    let mpi = super::mpi_runs::load(&mpi_dirs, args.mpi.mpi_job)?.map(|(ranks, names)| {
         let thresholds = analysis::waitstates::Thresholds {
             p2p_min_ns: args.mpi.mpi_p2p_threshold,
             collective_min_ns: args.mpi.mpi_collective_threshold,
