@@ -25,6 +25,7 @@ command -v go >/dev/null || [ -n "${GO:-}" ] || need_pkgs+=(golang-go)  # go too
 command -v mpicc.openmpi >/dev/null || need_pkgs+=(openmpi-bin libopenmpi-dev)
 command -v mpicc.mpich >/dev/null || need_pkgs+=(mpich libmpich-dev)
 command -v gfortran >/dev/null || need_pkgs+=(gfortran)  # the Fortran MPI example
+command -v clang >/dev/null || need_pkgs+=(clang)        # `contend cc` is tested with gcc and clang
 if ((${#need_pkgs[@]})); then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}"

@@ -7,5 +7,6 @@ pub mod clock;
 pub mod locks;
 pub mod mpi;
 pub mod service;
+pub mod sharing;
 pub mod stats;
 pub mod waitstates;

@@ -97,6 +97,43 @@ pub fn build_mpi(example: &Example, mpicc: &str, dir: &Path) -> anyhow::Result<P
     Ok(exe)
 }
 
+/// The sharing examples (examples/sharing), for the demo of `contend cc` and `contend c2c`.
+pub const SHARING_READER_WRITER: Example = Example {
+    name: "reader_writer",
+    source: include_str!("../../../examples/sharing/reader_writer.c"),
+    about: "the perf c2c slides' struct: one thread writes `writer` (+8) while another reads `reader` (+0), on one 64-byte line; `padded` puts them 64 bytes apart",
+};
+
+pub const SHARING_ATOMIC_COUNTER: Example = Example {
+    name: "atomic_counter",
+    source: include_str!("../../../examples/sharing/atomic_counter.c"),
+    about:
+        "every thread increments one `_Atomic long`: true sharing, which no layout change removes",
+};
+
+/// Compiles a sharing example with `contend cc -- CC -O2 -g` (this contend) into `dir`.
+pub fn build_instrumented(example: &Example, dir: &Path) -> anyhow::Result<PathBuf> {
+    let src = dir.join(format!("{}.c", example.name));
+    let exe = dir.join(example.name);
+    std::fs::write(&src, example.source).with_context(|| format!("writing {}", src.display()))?;
+    let me = std::env::current_exe().context("finding the contend executable")?;
+    let cc = compiler();
+    let out = Command::new(me)
+        .args(["cc", "--", &cc, "-O2", "-g", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .with_context(|| format!("running contend cc -- {cc}"))?;
+    if !out.status.success() {
+        bail!(
+            "contend cc -- {cc} failed to build {}:\n{}",
+            example.name,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(exe)
+}
+
 /// The C compiler to use: `$CC`, else `cc`.
 pub fn compiler() -> String {
     std::env::var("CC").unwrap_or_else(|_| "cc".to_string())

@@ -49,7 +49,7 @@ enum Command {
     /// Explain a run directory: activity (service time, active threads), locks, streams.
     ///
     /// Example: `contend report contend.data`, `contend report --timeline threads.svg`.
-    Report(cmd::report::Args),
+    Report(Box<cmd::report::Args>),
     /// Run a program at 1 core and at n cores, repeated, and split its speed-up loss into
     /// memory/hardware contention and other dependencies (Tudor & Teo).
     ///
@@ -66,6 +66,17 @@ enum Command {
     ///
     /// Example: `contend demo`.
     Demo(cmd::demo::Args),
+    /// Build a program for the sharing detector: a compiler driver for gcc and clang that
+    /// instruments every load and store and links contend's sharing runtime.
+    ///
+    /// Example: `contend cc -- gcc -O2 -g app.c -o app`, `make CC="contend cc --"`,
+    /// `make CC="contend cc -- clang" CXX="contend cc -- clang++"`.
+    Cc(cmd::cc::Args),
+    /// Cache-line sharing: which threads read and write which bytes of which lines (false and
+    /// true sharing), recorded from a program built with `contend cc`, reported like perf c2c.
+    ///
+    /// Example: `contend c2c record -- ./app`, `contend c2c report`.
+    C2c(cmd::c2c::Args),
 }
 
 fn main() -> ExitCode {
@@ -74,10 +85,12 @@ fn main() -> ExitCode {
         Command::Topo(a) => cmd::topo::run(a),
         Command::Where(a) => cmd::where_::run(a),
         Command::Record(a) => cmd::record::run(a),
-        Command::Report(a) => cmd::report::run(a),
+        Command::Report(a) => cmd::report::run(*a),
         Command::Scale(a) => cmd::scale::run(a),
         Command::Diff(a) => cmd::diff::run(a),
         Command::Demo(a) => cmd::demo::run(a),
+        Command::Cc(a) => cmd::cc::run(a),
+        Command::C2c(a) => cmd::c2c::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

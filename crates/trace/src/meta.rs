@@ -67,6 +67,47 @@ pub struct Meta {
     /// The run recorded a process that was already running (`record -p`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub attached: bool,
+    /// What `contend c2c record` recorded: the sharing runtime's options and each process's
+    /// results file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sharing: Option<SharingMeta>,
+}
+
+/// One process's results as meta.json lists them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SharingFile {
+    /// `sharing/PID.json`, relative to the run directory.
+    pub file: String,
+    pub pid: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_pid: Option<u32>,
+    pub program: String,
+    /// `sharing/PID.hist`, if written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<String>,
+    /// `maps/sharing-PID.maps`, if written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maps: Option<String>,
+    pub accesses: u64,
+    pub transfers: u64,
+    pub hot_lines: u64,
+    /// Why the file could not be read, if it could not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// What `c2c record` adds to meta.json, under `sharing`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SharingMeta {
+    /// `instrumentation` (`contend cc`); `pmu` later.
+    pub backend: String,
+    pub line_size: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hot_after: Option<u32>,
+    pub exhaustive: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<u32>,
+    pub processes: Vec<SharingFile>,
 }
 
 /// How threads were sampled.
@@ -277,6 +318,7 @@ impl Meta {
             cpus: None,
             outcome: None,
             attached: false,
+            sharing: None,
         }
     }
 

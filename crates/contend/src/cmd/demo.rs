@@ -388,6 +388,71 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
 
+    section(
+        9,
+        "Cache-line sharing",
+        "`contend cc` builds a program with the compiler's ThreadSanitizer instrumentation and\n\
+         links contend's sharing runtime instead of libtsan; `contend c2c record` runs it and\n\
+         `contend c2c report` shows perf c2c's tables (lines by cross-thread transfers, then who\n\
+         touched which bytes from where), tells false from true sharing, and predicts what\n\
+         separating the fields would save by replaying the line's history. No PMU needed.",
+    );
+    println!(
+        "On `{}`: {}.\nThen on `{}`: {}.\n",
+        examples::SHARING_READER_WRITER.name,
+        examples::SHARING_READER_WRITER.about,
+        examples::SHARING_ATOMIC_COUNTER.name,
+        examples::SHARING_ATOMIC_COUNTER.about
+    );
+    println!(
+        "$ contend cc -- {} -O2 -g reader_writer.c -o reader_writer",
+        examples::compiler()
+    );
+    let rw = examples::build_instrumented(&examples::SHARING_READER_WRITER, dir.path())?;
+    let counter = examples::build_instrumented(&examples::SHARING_ATOMIC_COUNTER, dir.path())?;
+    let rw_s = rw.to_string_lossy().into_owned();
+    let counter_s = counter.to_string_lossy().into_owned();
+    let mut sharing_runs = Vec::new();
+    for (name, extra) in [("rw.data", None), ("rw-padded.data", Some("padded"))] {
+        let run = dir.path().join(name).to_string_lossy().into_owned();
+        let mut cmd = vec![
+            "c2c",
+            "record",
+            "--interval",
+            "0",
+            "-o",
+            &run,
+            "--",
+            &rw_s,
+            "-n",
+            "2000000",
+        ];
+        cmd.extend(extra);
+        contend(&cmd)?;
+        sharing_runs.push(run);
+    }
+    contend(&["c2c", "report", "--top", "1", &sharing_runs[0]])?;
+    println!("The padded twin, the same work with `writer` on its own line:");
+    contend(&["c2c", "report", &sharing_runs[1]])?;
+    let counter_run = dir
+        .path()
+        .join("counter.data")
+        .to_string_lossy()
+        .into_owned();
+    contend(&[
+        "c2c",
+        "record",
+        "--interval",
+        "0",
+        "-o",
+        &counter_run,
+        "--",
+        &counter_s,
+        "-n",
+        "1000000",
+    ])?;
+    contend(&["c2c", "report", "--top", "1", &counter_run])?;
+
     if args.keep {
         let kept = dir.keep();
         println!("build directory kept: {}", kept.display());

@@ -1,10 +1,13 @@
 //! One module per command: parse options, call the libraries, render.
 
+pub mod c2c;
+pub mod cc;
 pub mod demo;
 pub mod diff;
 pub mod mpi_runs;
 pub mod record;
 pub mod report;
 pub mod scale;
+pub mod sharing;
 pub mod topo;
 pub mod where_;

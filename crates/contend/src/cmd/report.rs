@@ -25,6 +25,22 @@ pub struct Args {
     locks: LockArgs,
     #[command(flatten)]
     mpi: MpiArgs,
+    #[command(flatten)]
+    sharing: SharingArgs,
+}
+
+/// The sharing section (a program built with `contend cc`; also `contend c2c report`).
+#[derive(clap::Args)]
+struct SharingArgs {
+    /// Cache lines shown in detail in the sharing section (most transferred first).
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    sharing_top: usize,
+    /// What one cross-thread cache-line transfer costs, for the estimated-cost column (ns).
+    #[arg(long, value_name = "NS", default_value_t = super::sharing::DEFAULT_TRANSFER_NS)]
+    transfer_ns: f64,
+    /// Write an SVG heat strip of each top shared line into this directory.
+    #[arg(long, value_name = "DIR")]
+    sharing_svg: Option<PathBuf>,
 }
 
 /// The MPI section's thresholds (the thesis's MPITool.conf) and other hosts' traces.
@@ -128,6 +144,7 @@ struct Loaded {
     activity: Option<Activity>,
     locks: Option<(analysis::locks::LockReport, report::locks::Naming)>,
     mpi: Option<(analysis::mpi::MpiRun, report::mpi::SiteNames)>,
+    sharing: Option<super::sharing::Loaded>,
 }
 
 /// The report of a run directory as `contend report RUN --json` prints it (default options):
@@ -248,12 +265,23 @@ fn load(args: &Args) -> anyhow::Result<Loaded> {
             eprintln!("contend: note: this run was recorded with --mpi but holds no rank traces: the ranks did not call MPI_Init with the wrapper loaded (see the notes printed by contend record)");
         }
     }
+    if !args.sharing.transfer_ns.is_finite() || args.sharing.transfer_ns < 0.0 {
+        return Err(bad_input(format!(
+            "--transfer-ns {}: give a cost in ns, 0 or more",
+            args.sharing.transfer_ns
+        )));
+    }
+    let sharing = super::sharing::load(&args.run, args.sharing.transfer_ns)?;
+    if sharing.is_none() && meta.captured.iter().any(|c| c == "sharing") {
+        eprintln!("contend: note: this run was recorded for sharing but holds no results (sharing/*.json): the program was not built with `contend cc`, or did not exit normally");
+    }
     Ok(Loaded {
         meta,
         summary,
         activity,
         locks,
         mpi,
+        sharing,
     })
 }
 
@@ -356,6 +384,9 @@ fn to_json(loaded: &Loaded) -> anyhow::Result<serde_json::Value> {
         }
         v["mpi"] = m;
     }
+    if let Some(s) = &loaded.sharing {
+        v["sharing"] = s.to_json()?;
+    }
     Ok(v)
 }
 
@@ -387,6 +418,25 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         if let Some((run, names)) = &loaded.mpi {
             println!();
             print!("{}", report::mpi::render(run, names));
+        }
+        if let Some(s) = &loaded.sharing {
+            println!();
+            print!(
+                "{}",
+                report::sharing::render(
+                    &s.report,
+                    &s.processes,
+                    &s.naming,
+                    args.sharing.sharing_top,
+                    args.sharing.transfer_ns
+                )
+            );
+        }
+    }
+    if let Some(dir) = &args.sharing.sharing_svg {
+        match &loaded.sharing {
+            Some(s) => super::sharing::write_strips(s, dir, args.sharing.sharing_top)?,
+            None => eprintln!("contend: note: --sharing-svg: this run has no sharing results"),
         }
     }
     if let (Some(path), Some(a)) = (&args.timeline, &loaded.activity) {

@@ -1,0 +1,546 @@
+//! The sharing section, modelled on perf c2c's two tables: the shared cache lines by
+//! cross-thread transfers (what each line belongs to, accesses, loads, stores, threads, the
+//! kind of sharing, the estimated cost, what separating its fields would save), then for the
+//! top lines the distribution over offsets (share of transfers, loads, stores, thread, code
+//! address, symbol, source line, CPUs and nodes), the fix hint, and an SVG heat strip of which
+//! thread touches which bytes.
+
+use crate::table::new_table;
+use analysis::sharing::{Class, LineReport, SharingReport};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use trace::sharing::AccessKind;
+
+/// What the caller resolved for the report: names of lines and code.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Naming {
+    /// Per (pid, line id): what the line belongs to (`stats+0x0 (global)`, `malloc'd at main
+    /// (accumulators.c:41), +0x40`, `[stack]`).
+    pub lines: BTreeMap<String, String>,
+    /// Per (pid, code address): `function (file:line)`.
+    pub code: BTreeMap<String, CodeName>,
+    /// CPU → NUMA node, from the run's topology.
+    pub node_of_cpu: BTreeMap<u32, u32>,
+    /// Per pid: thread index → (tid, name if known).
+    pub threads: BTreeMap<u32, BTreeMap<u16, u32>>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CodeName {
+    pub symbol: String,
+    pub source: Option<String>,
+}
+
+/// Keys of [`Naming`] maps.
+pub fn line_key(pid: u32, id: u32) -> String {
+    format!("{pid}/{id}")
+}
+pub fn code_key(pid: u32, pc: u64) -> String {
+    format!("{pid}/{pc:#x}")
+}
+
+/// Per-process facts shown above the tables.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProcessLine {
+    pub pid: u32,
+    pub program: String,
+    pub line_size: u32,
+    pub hot_after: u32,
+    pub threads: usize,
+    pub reads: u64,
+    pub writes: u64,
+    pub transfers: u64,
+    pub hot_lines: u64,
+    pub hot_lines_dropped: u64,
+    pub history_dropped: u64,
+}
+
+fn class_cell(l: &LineReport) -> String {
+    match l.class {
+        Some(c) => c.title().to_string(),
+        None => "none after hot".to_string(),
+    }
+}
+
+fn kind_name(k: AccessKind) -> &'static str {
+    match k {
+        AccessKind::Read => "load",
+        AccessKind::Write => "store",
+        AccessKind::AtomicRead => "atomic load",
+        AccessKind::AtomicWrite => "atomic rmw/store",
+    }
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.1}%", x * 100.0)
+}
+
+/// The whole section as text. `top` lines get their distribution table.
+pub fn render(
+    report: &SharingReport,
+    processes: &[ProcessLine],
+    naming: &Naming,
+    top: usize,
+    transfer_ns: f64,
+) -> String {
+    let mut out = String::new();
+    for p in processes {
+        let _ = writeln!(
+            out,
+            "Sharing: process {} ({}): {} thread(s), {} reads and {} writes instrumented, {} transfers on all lines; {} line(s) became hot (after {}; line size {} B){}{}",
+            p.pid,
+            p.program,
+            p.threads,
+            p.reads,
+            p.writes,
+            p.transfers,
+            p.hot_lines,
+            if p.hot_after == 0 {
+                "every access: --exhaustive".to_string()
+            } else {
+                format!("{} transfers", p.hot_after)
+            },
+            p.line_size,
+            if p.hot_lines_dropped > 0 {
+                format!("; {} hot line(s) not tracked: table full", p.hot_lines_dropped)
+            } else {
+                String::new()
+            },
+            if p.history_dropped > 0 {
+                format!("; {} history entries not kept: budget spent", p.history_dropped)
+            } else {
+                String::new()
+            },
+        );
+    }
+    if report.lines.is_empty() {
+        out.push_str("\nNo cache line was shared between threads enough to become hot: no false or true sharing found.\n");
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "\nShared cache lines, by cross-thread transfers (est. cost at {transfer_ns:.0} ns a transfer)"
+    );
+    let mut t = new_table(
+        &[
+            "#",
+            "LINE",
+            "BELONGS TO",
+            "TRANSFERS",
+            "EST. COST (µs)",
+            "LOADS",
+            "STORES",
+            "THREADS",
+            "SHARING",
+            "FIXING SAVES",
+        ],
+        &[0, 3, 4, 5, 6, 7, 9],
+    );
+    for (i, l) in report.lines.iter().enumerate() {
+        let belongs = naming
+            .lines
+            .get(&line_key(l.pid, l.id))
+            .cloned()
+            .unwrap_or_else(|| "?".into());
+        t.add_row(vec![
+            (i + 1).to_string(),
+            format!("{:#x}", l.address),
+            belongs,
+            l.transfers.to_string(),
+            format!("{:.1}", l.estimated_cost_ns / 1000.0),
+            l.loads.to_string(),
+            l.stores.to_string(),
+            l.threads.len().to_string(),
+            class_cell(l),
+            l.hint.as_ref().map_or_else(
+                || "-".into(),
+                |h| format!("{} ({})", h.transfers_removed, pct(h.reduction)),
+            ),
+        ]);
+    }
+    let _ = writeln!(out, "{t}");
+    for (i, l) in report.lines.iter().take(top).enumerate() {
+        out.push_str(&render_line(i + 1, l, naming));
+    }
+    out
+}
+
+fn render_line(rank: usize, l: &LineReport, naming: &Naming) -> String {
+    let mut out = String::new();
+    let belongs = naming
+        .lines
+        .get(&line_key(l.pid, l.id))
+        .cloned()
+        .unwrap_or_else(|| "?".into());
+    let _ = writeln!(
+        out,
+        "\nLine #{rank} {:#x} ({belongs}), pid {}: {} transfers ({} before it became hot), {}",
+        l.address,
+        l.pid,
+        l.transfers,
+        l.transfers_before_hot,
+        match l.class {
+            Some(Class::FalseSharing) => format!(
+                "false sharing: threads touch disjoint bytes ({} false, {} true transfers)",
+                l.false_transfers, l.true_transfers
+            ),
+            Some(Class::TrueSharing) => format!(
+                "true sharing: threads touch the same bytes ({} true transfers)",
+                l.true_transfers
+            ),
+            Some(Class::Mixed) => format!(
+                "mixed: {} transfers from disjoint bytes, {} from shared ones",
+                l.false_transfers, l.true_transfers
+            ),
+            None => "no transfers since it became hot".into(),
+        }
+    );
+    let mut fields = new_table(
+        &[
+            "FIELD (bytes)",
+            "READ BY",
+            "WRITTEN BY",
+            "LOADS",
+            "STORES",
+            "TRANSFERS",
+            "SHARED DATA",
+        ],
+        &[3, 4, 5],
+    );
+    for f in &l.fields {
+        let list = |s: &std::collections::BTreeSet<u16>| {
+            if s.is_empty() {
+                "-".to_string()
+            } else {
+                s.iter()
+                    .map(|t| format!("T{t}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            }
+        };
+        fields.add_row(vec![
+            format!("+{:#x}..+{:#x}", f.offset, f.end()),
+            list(&f.readers),
+            list(&f.writers),
+            f.loads.to_string(),
+            f.stores.to_string(),
+            f.transfers.to_string(),
+            if f.truly_shared { "yes" } else { "no" }.into(),
+        ]);
+    }
+    let _ = writeln!(out, "{fields}");
+    let mut t = new_table(
+        &[
+            "OFFSET",
+            "SIZE",
+            "ACCESS",
+            "TRANSFERS %",
+            "TRANSFERS",
+            "COUNT",
+            "THREAD",
+            "CODE ADDRESS",
+            "SYMBOL",
+            "SOURCE:LINE",
+            "CPUS",
+            "NODES",
+        ],
+        &[1, 3, 4, 5],
+    );
+    for r in &l.rows {
+        let code = naming.code.get(&code_key(l.pid, r.pc));
+        let nodes: std::collections::BTreeSet<u32> = r
+            .cpus
+            .iter()
+            .filter_map(|c| naming.node_of_cpu.get(c).copied())
+            .collect();
+        t.add_row(vec![
+            format!("+{:#x}", r.offset),
+            r.size.to_string(),
+            kind_name(r.kind).into(),
+            pct(r.transfer_share),
+            r.transfers.to_string(),
+            r.count.to_string(),
+            format!("T{} ({})", r.thread, r.tid),
+            format!("{:#x}", r.pc),
+            code.map_or_else(|| "?".into(), |c| c.symbol.clone()),
+            code.and_then(|c| c.source.clone())
+                .unwrap_or_else(|| "-".into()),
+            join(&r.cpus),
+            if nodes.is_empty() {
+                "-".into()
+            } else {
+                join(&nodes.into_iter().collect::<Vec<_>>())
+            },
+        ]);
+    }
+    let _ = writeln!(out, "{t}");
+    if let Some(h) = &l.hint {
+        let groups: Vec<String> = h
+            .groups
+            .iter()
+            .map(|g| {
+                let ranges: Vec<String> = g
+                    .ranges
+                    .iter()
+                    .map(|(s, e)| format!("+{s:#x}..+{e:#x}"))
+                    .collect();
+                let threads: Vec<String> = g.threads.iter().map(|t| format!("T{t}")).collect();
+                format!("[{}] ({})", ranges.join(" "), threads.join(","))
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "Fix: put {} on separate cache lines (pad or align each to {} B): {} {} fewer transfers ({}){}",
+            groups.join(", "),
+            l.line_size,
+            if h.from_replay { "the replay of the line's history predicts" } else { "an estimate from which bytes each thread touches:" },
+            h.transfers_removed,
+            pct(h.reduction),
+            match &l.replay {
+                Some(r) => format!(
+                    "; replayed {} accesses: {} transfers as laid out, {} with these groups apart, {} with every field on its own line",
+                    r.entries, r.as_is, r.grouped, r.padded
+                ),
+                None => String::new(),
+            }
+        );
+    } else if l.class == Some(Class::TrueSharing) {
+        let _ = writeln!(
+            out,
+            "No layout fix: the threads share the data itself; fewer writes to it (per-thread copies combined at the end) would remove the transfers."
+        );
+    }
+    out
+}
+
+fn join<T: ToString>(v: &[T]) -> String {
+    if v.is_empty() {
+        return "-".into();
+    }
+    v.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// An SVG heat strip of one line: a row per thread, a cell per byte, coloured by what the
+/// thread did to the byte (read, write, both) and shaded by how often.
+pub fn heat_strip(l: &LineReport, title: &str) -> String {
+    let cell = 12.0;
+    let left = 60.0;
+    let top = 40.0;
+    let size = l.line_size as usize;
+    let rows = l.byte_use.len().max(1);
+    let width = left + cell * size as f64 + 20.0;
+    let height = top + cell * 1.6 * rows as f64 + 50.0;
+    // Accesses per (thread, byte), for the shading.
+    let mut counts: BTreeMap<(u16, usize), u64> = BTreeMap::new();
+    for r in &l.rows {
+        for b in usize::from(r.offset)..(usize::from(r.offset) + usize::from(r.size)).min(size) {
+            *counts.entry((r.thread, b)).or_default() += r.count;
+        }
+    }
+    let max = counts.values().copied().max().unwrap_or(1).max(1) as f64;
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" font-family="sans-serif" font-size="11">"#
+    );
+    let _ = write!(
+        s,
+        r#"<rect width="100%" height="100%" fill="white"/><text x="{left}" y="16" font-size="13">{}</text>"#,
+        xml(title)
+    );
+    for b in (0..size).step_by(8) {
+        let _ = write!(
+            s,
+            r#"<text x="{:.1}" y="{:.1}" fill="rgb(85,85,85)">+{b}</text>"#,
+            left + cell * b as f64,
+            top - 6.0
+        );
+    }
+    for (row, (thread, bytes)) in l.byte_use.iter().enumerate() {
+        let y = top + cell * 1.6 * row as f64;
+        let _ = write!(
+            s,
+            r#"<text x="4" y="{:.1}">T{thread}</text>"#,
+            y + cell * 0.85
+        );
+        for (b, &u) in bytes.iter().enumerate() {
+            let x = left + cell * b as f64;
+            let colour = match u {
+                1 => (40, 110, 220),
+                2 => (220, 60, 40),
+                3 => (150, 50, 170),
+                _ => (240, 240, 240),
+            };
+            let n = counts.get(&(*thread, b)).copied().unwrap_or(0) as f64;
+            // Log shading so rare accesses stay visible next to hot ones.
+            let opacity = if u == 0 {
+                1.0
+            } else {
+                0.3 + 0.7 * (1.0 + n).ln() / (1.0 + max).ln()
+            };
+            let _ = write!(
+                s,
+                r#"<rect x="{x:.1}" y="{y:.1}" width="{:.1}" height="{cell:.1}" fill="rgb({},{},{})" fill-opacity="{opacity:.2}" stroke="white" stroke-width="0.5"><title>T{thread} byte +{b}: {} accesses</title></rect>"#,
+                cell, colour.0, colour.1, colour.2, n as u64
+            );
+        }
+    }
+    let ly = top + cell * 1.6 * rows as f64 + 16.0;
+    for (i, (label, c)) in [
+        ("read", "rgb(40,110,220)"),
+        ("written", "rgb(220,60,40)"),
+        ("both", "rgb(150,50,170)"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let x = left + 110.0 * i as f64;
+        let _ = write!(
+            s,
+            r#"<rect x="{x:.1}" y="{:.1}" width="{cell}" height="{cell}" fill="{c}"/><text x="{:.1}" y="{:.1}">{label}</text>"#,
+            ly,
+            x + cell + 4.0,
+            ly + cell - 2.0
+        );
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+fn xml(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use analysis::sharing::{analyse_process, rank};
+    use trace::sharing::*;
+
+    fn line_report() -> (SharingReport, Naming) {
+        let history: Vec<HistoryEntry> = (0..20)
+            .flat_map(|_| {
+                [
+                    HistoryEntry {
+                        offset: 0,
+                        size: 8,
+                        write: true,
+                        atomic: false,
+                        thread: 0,
+                    },
+                    HistoryEntry {
+                        offset: 8,
+                        size: 8,
+                        write: true,
+                        atomic: false,
+                        thread: 1,
+                    },
+                ]
+            })
+            .collect();
+        let access = |offset, thread, transfers| AccessStat {
+            offset,
+            size: 8,
+            kind: AccessKind::Write,
+            thread,
+            pc: 0x401000 + u64::from(offset),
+            count: 20,
+            transfers,
+            cpus: vec![u32::from(thread)],
+        };
+        let p = ProcessSharing {
+            version: SHARING_VERSION,
+            pid: 7,
+            parent_pid: None,
+            program: "/t/reader_writer".into(),
+            line_size: 64,
+            hot_after: 64,
+            started_ns: 0,
+            ended_ns: 1,
+            threads: (0..2)
+                .map(|i| ThreadInfo {
+                    index: i,
+                    tid: 70 + u32::from(i),
+                    created_by: None,
+                    start_routine: None,
+                    first_ns: 0,
+                })
+                .collect(),
+            totals: Totals::default(),
+            lines: vec![HotLine {
+                id: 3,
+                address: 0x4040,
+                hot_since_ns: 0,
+                ended_ns: 1,
+                end: LineEnd::Exit,
+                transfers_before_hot: 64,
+                objects: vec![],
+                accesses: vec![access(0, 0, 19), access(8, 1, 20)],
+                history: Some(HistoryRef {
+                    first: 0,
+                    entries: 40,
+                    beyond: 0,
+                }),
+            }],
+        };
+        let lines = analyse_process(&p, &[history], 100.0);
+        let mut naming = Naming::default();
+        naming
+            .lines
+            .insert(line_key(7, 3), "shared (global)".into());
+        naming.code.insert(
+            code_key(7, 0x401008),
+            CodeName {
+                symbol: "writer".into(),
+                source: Some("rw.c:20".into()),
+            },
+        );
+        naming.node_of_cpu.insert(1, 0);
+        (rank(lines, 103), naming)
+    }
+
+    #[test]
+    fn the_tables_show_the_line_its_offsets_and_the_fix() {
+        let (r, naming) = line_report();
+        let text = render(&r, &[], &naming, 5, 100.0);
+        assert!(text.contains("0x4040"), "{text}");
+        assert!(text.contains("shared (global)"));
+        // 39 attributed + 64 before hot = 103 transfers, 10.3 µs at 100 ns.
+        assert!(text.contains("103"), "{text}");
+        assert!(text.contains("10.3"), "{text}");
+        assert!(text.contains("false sharing"));
+        assert!(text.contains("writer"));
+        assert!(text.contains("rw.c:20"));
+        assert!(text.contains("T1 (71)"));
+        assert!(
+            text.contains("[+0x0..+0x8] (T0), [+0x8..+0x10] (T1)"),
+            "{text}"
+        );
+        assert!(text.contains("103 fewer transfers (100.0%)"), "{text}");
+    }
+
+    #[test]
+    fn the_heat_strip_has_a_row_per_thread_and_a_cell_per_byte() {
+        let (r, _) = line_report();
+        let svg = heat_strip(&r.lines[0], "a <line>");
+        assert!(svg.starts_with("<svg"));
+        assert!(svg.contains("a &lt;line&gt;"));
+        assert_eq!(svg.matches("<title>T0 byte").count(), 64);
+        assert_eq!(svg.matches("<title>T1 byte").count(), 64);
+        assert!(svg.contains("<title>T1 byte +8: 20 accesses</title>"));
+        assert!(svg.contains("<title>T1 byte +0: 0 accesses</title>"));
+    }
+
+    #[test]
+    fn nothing_hot_says_so() {
+        let text = render(&rank(vec![], 0), &[], &Naming::default(), 5, 100.0);
+        assert!(text.contains("no false or true sharing found"));
+    }
+}
