@@ -47,6 +47,7 @@ pub struct ProcessLine {
     pub program: String,
     pub line_size: u32,
     pub hot_after: u32,
+    pub sample_every: u32,
     pub threads: usize,
     pub reads: u64,
     pub writes: u64,
@@ -113,6 +114,13 @@ pub fn render(
                 String::new()
             },
         );
+        if p.sample_every > 1 {
+            let _ = writeln!(
+                out,
+                "  (after a hot line's history window, 1 in {} of each thread's accesses to it was modelled and counted {} times: its counts and transfers are estimates)",
+                p.sample_every, p.sample_every
+            );
+        }
     }
     if report.lines.is_empty() {
         out.push_str("\nNo cache line was shared between threads enough to become hot: no false or true sharing found.\n");
@@ -462,6 +470,7 @@ mod tests {
             program: "/t/reader_writer".into(),
             line_size: 64,
             hot_after: 64,
+            sample_every: 1,
             started_ns: 0,
             ended_ns: 1,
             threads: (0..2)

@@ -71,7 +71,16 @@ pub fn active_access(addr: usize, size: usize, kind: Kind, pc: usize) {
     } else {
         s & l.bit != 0
     };
-    if !unchanged || e.hot.load(Ordering::Relaxed) != 0 {
+    let hot = e.hot.load(Ordering::Relaxed);
+    if hot != 0 {
+        // An access to a sampled hot line that is not this thread's turn: counted, not
+        // modelled (see `slow`).
+        let left = l.sample_countdown.get();
+        if hot & shadow::SAMPLED == 0 || left <= 1 {
+            return unusual_access(addr, size, kind, pc);
+        }
+        l.sample_countdown.set(left - 1);
+    } else if !unchanged {
         return unusual_access(addr, size, kind, pc);
     }
     // SAFETY: registered threads have a record.
@@ -162,6 +171,35 @@ fn slow(
     kind: Kind,
     pc: usize,
 ) {
+    // A hot line whose history window is full is sampled: only 1 in `sample_every` of this
+    // thread's accesses to it run the model and are itemised, each counting for that many
+    // (the reads and writes totals stay exact). This keeps the shadow entry, which moves
+    // between cores as the data does, out of most accesses to the hottest lines.
+    let mut weight = 1;
+    let raw = e.hot.load(Ordering::Relaxed);
+    let hot_now = raw & !shadow::SAMPLED;
+    if hot_now != 0 {
+        let every = crate::settings().sample_every;
+        if every > 1 && hot::sampled(hot_now) {
+            if raw & shadow::SAMPLED == 0 {
+                // Marked in the shadow so the fast path skips without looking at the slot;
+                // only if the line is still this hot line (not closed meanwhile).
+                let _ = e.hot.compare_exchange(
+                    raw,
+                    raw | shadow::SAMPLED,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                );
+            }
+            let left = l.sample_countdown.get();
+            if left > 1 {
+                l.sample_countdown.set(left - 1);
+                return;
+            }
+            l.sample_countdown.set(every);
+            weight = every;
+        }
+    }
     // One atomic read-modify-write, no retry loop: a write's new state does not depend on the
     // old one (swap), a read adds the thread's holder bit (or). The old state says whether it
     // was a transfer, exactly as `model::step` on it would.
@@ -184,9 +222,9 @@ fn slow(
     // SAFETY: registered threads have a record.
     let rec = unsafe { &*l.rec };
     if transfer {
-        threads::bump(&rec.transfers);
+        threads::add(&rec.transfers, u64::from(weight));
     }
-    let mut hot = e.hot.load(Ordering::Acquire);
+    let mut hot = e.hot.load(Ordering::Acquire) & !shadow::SAMPLED;
     if hot == 0 {
         let cfg = crate::settings();
         if cfg.exhaustive {
@@ -212,5 +250,5 @@ fn slow(
             return;
         }
     }
-    hot::record(l, hot, offset, size, kind, pc, transfer);
+    hot::record(l, hot, offset, size, kind, pc, transfer, weight);
 }

@@ -150,7 +150,7 @@ fn for_each_hot(start: usize, len: usize, mut f: impl FnMut(u32, usize)) {
     if last - first < 64 {
         for line in first..=last {
             if let Some(e) = shadow::entry(line << shift) {
-                let id = e.hot.load(Ordering::Acquire);
+                let id = e.hot.load(Ordering::Acquire) & !shadow::SAMPLED;
                 if id != 0 {
                     f(id, line << shift);
                 }

@@ -8,7 +8,10 @@
 //!   detail, 1 to 4294967295;
 //! - `CONTEND_SHARING_EXHAUSTIVE=1`: every line in detail from its first access (0: off);
 //! - `CONTEND_SHARING_WINDOW=N` (default 65536): history entries kept per hot line, 0 to
-//!   16777216.
+//!   16777216;
+//! - `CONTEND_SHARING_SAMPLE=N` (default 16): once a hot line's window is full (or it has
+//!   none), 1 in N of each thread's accesses to it run the model and are itemised, counting N
+//!   each; 1 to 65536 (1: every access, exact and slowest).
 //!
 //! A value outside those is reported on stderr (`contend sharing: ...`) and the default used.
 
@@ -18,6 +21,8 @@ pub const DEFAULT_LINE: u32 = 64;
 pub const DEFAULT_HOT_AFTER: u32 = 64;
 pub const DEFAULT_WINDOW: u32 = 65536;
 pub const MAX_WINDOW: u32 = 1 << 24;
+pub const DEFAULT_SAMPLE: u32 = 16;
+pub const MAX_SAMPLE: u32 = 65536;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -26,6 +31,7 @@ pub struct Config {
     pub hot_after: u32,
     pub exhaustive: bool,
     pub window: u32,
+    pub sample_every: u32,
 }
 
 static CONFIG: OnceLock<Option<Config>> = OnceLock::new();
@@ -65,6 +71,12 @@ pub fn parse(var: impl Fn(&str) -> Option<String>, mut warn: impl FnMut(String))
         &|n| n <= u64::from(MAX_WINDOW),
         DEFAULT_WINDOW,
     );
+    let sample_every = number(
+        "CONTEND_SHARING_SAMPLE",
+        "a whole number from 1 to 65536",
+        &|n| (1..=u64::from(MAX_SAMPLE)).contains(&n),
+        DEFAULT_SAMPLE,
+    );
     let exhaustive = match var("CONTEND_SHARING_EXHAUSTIVE").as_deref().map(str::trim) {
         None | Some("") | Some("0") => false,
         Some("1") => true,
@@ -81,6 +93,7 @@ pub fn parse(var: impl Fn(&str) -> Option<String>, mut warn: impl FnMut(String))
         hot_after,
         exhaustive,
         window,
+        sample_every,
     })
 }
 
@@ -135,12 +148,14 @@ mod tests {
             (c.line_size, c.hot_after, c.exhaustive, c.window),
             (64, 64, false, 65536)
         );
+        assert_eq!(c.sample_every, 16);
         let (c, w) = with(&[
             ("CONTEND_SHARING_DIR", "/tmp/r"),
             ("CONTEND_SHARING_LINE", "128"),
             ("CONTEND_SHARING_HOT_AFTER", "5"),
             ("CONTEND_SHARING_EXHAUSTIVE", "1"),
             ("CONTEND_SHARING_WINDOW", "0"),
+            ("CONTEND_SHARING_SAMPLE", "1"),
         ]);
         let c = c.unwrap();
         assert!(w.is_empty());
@@ -148,6 +163,7 @@ mod tests {
             (c.line_size, c.hot_after, c.exhaustive, c.window),
             (128, 5, true, 0)
         );
+        assert_eq!(c.sample_every, 1);
     }
 
     #[test]
@@ -158,16 +174,19 @@ mod tests {
             ("CONTEND_SHARING_HOT_AFTER", "0"),
             ("CONTEND_SHARING_EXHAUSTIVE", "yes"),
             ("CONTEND_SHARING_WINDOW", "-1"),
+            ("CONTEND_SHARING_SAMPLE", "0"),
         ]);
         let c = c.unwrap();
         assert_eq!(
             (c.line_size, c.hot_after, c.exhaustive, c.window),
             (64, 64, false, 65536)
         );
-        assert_eq!(w.len(), 4, "{w:?}");
+        assert_eq!(c.sample_every, 16);
+        assert_eq!(w.len(), 5, "{w:?}");
         assert!(w[0].contains("CONTEND_SHARING_LINE=\"96\"") && w[0].contains("64 or 128"));
         assert!(w[1].contains("CONTEND_SHARING_HOT_AFTER") && w[1].contains("from 1"));
         assert!(w[2].contains("CONTEND_SHARING_WINDOW"));
-        assert!(w[3].contains("CONTEND_SHARING_EXHAUSTIVE"));
+        assert!(w[3].contains("CONTEND_SHARING_SAMPLE") && w[3].contains("from 1 to 65536"));
+        assert!(w[4].contains("CONTEND_SHARING_EXHAUSTIVE"));
     }
 }

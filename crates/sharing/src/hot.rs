@@ -257,9 +257,18 @@ pub fn open_in(start: usize, end: usize) -> Vec<u32> {
         .collect()
 }
 
-/// Counts an access to hot slot `id` in the thread's statistics and the line's history.
+/// Whether hot line `id`'s accesses are sampled: its history window is full, or it has none.
+#[inline]
+pub fn sampled(id: u32) -> bool {
+    let s = slot(id as usize - 1);
+    s.next.load(Ordering::Relaxed) >= u64::from(s.window.load(Ordering::Relaxed))
+}
+
+/// Itemises one access to hot line `id` in the thread's statistics and the line's history,
+/// counting for `weight` accesses (1, or the sampling period once the line is sampled).
 #[cold]
 #[inline(never)]
+#[allow(clippy::too_many_arguments)]
 pub fn record(
     l: &Local,
     id: u32,
@@ -268,6 +277,7 @@ pub fn record(
     kind: Kind,
     pc: usize,
     transfer: bool,
+    weight: u32,
 ) {
     // SAFETY: registered threads have a record.
     let rec = unsafe { &*l.rec };
@@ -310,6 +320,7 @@ pub fn record(
         },
         transfer,
         cpu,
+        weight,
     );
     let s = slot(id as usize - 1);
     let window = u64::from(s.window.load(Ordering::Relaxed));

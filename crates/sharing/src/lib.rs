@@ -5,7 +5,9 @@
 //! one thread to a line whose current version another thread wrote, the software analogue of
 //! a HITM. Lines whose transfers reach a threshold become **hot** and are tracked in detail:
 //! per-access statistics (offset, size, kind, thread, code address, CPUs) and an access
-//! history the analysis replays. Heap blocks are tracked so a hot line is named by the object
+//! history the analysis replays. Once a hot line's history window is full, each thread models
+//! and itemises only 1 in `CONTEND_SHARING_SAMPLE` (16) of its accesses to it, scaled (the
+//! shadow entry's `SAMPLED` bit lets the fast path skip the others). Heap blocks are tracked so a hot line is named by the object
 //! it lies in; pthread locks count as atomic writes of their lock word.
 //!
 //! The program must behave exactly as without the runtime: atomic hooks perform the operation
@@ -137,6 +139,7 @@ static ALLOCATOR: LibcAllocator = LibcAllocator;
 /// Recording (the configuration was valid and the memory reserved).
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 static EXHAUSTIVE: AtomicBool = AtomicBool::new(false);
+static SAMPLE_EVERY: AtomicU32 = AtomicU32::new(1);
 static HOT_AFTER: AtomicU32 = AtomicU32::new(config::DEFAULT_HOT_AFTER);
 /// 0 not started, 1 starting, 2 done.
 static INIT: AtomicU8 = AtomicU8::new(0);
@@ -155,6 +158,7 @@ pub(crate) fn active() -> bool {
 pub(crate) struct Settings {
     pub exhaustive: bool,
     pub hot_after: u32,
+    pub sample_every: u32,
 }
 
 #[inline]
@@ -162,6 +166,7 @@ pub(crate) fn settings() -> Settings {
     Settings {
         exhaustive: EXHAUSTIVE.load(Ordering::Relaxed),
         hot_after: HOT_AFTER.load(Ordering::Relaxed),
+        sample_every: SAMPLE_EVERY.load(Ordering::Relaxed),
     }
 }
 
@@ -202,6 +207,7 @@ fn start(cfg: &config::Config) {
     }
     EXHAUSTIVE.store(cfg.exhaustive, Ordering::Relaxed);
     HOT_AFTER.store(cfg.hot_after, Ordering::Relaxed);
+    SAMPLE_EVERY.store(cfg.sample_every, Ordering::Relaxed);
     PROGRAM.get_or_init(|| {
         std::fs::read_link("/proc/self/exe")
             .map(|p| p.to_string_lossy().into_owned())
@@ -271,7 +277,7 @@ fn finish() {
         started_ns: STARTED_NS.load(Ordering::Relaxed),
     };
     let hot_after = if cfg.exhaustive { 0 } else { cfg.hot_after };
-    output::write(&process, &cfg.dir, cfg.line_size, hot_after);
+    output::write(&process, cfg, hot_after);
 }
 
 // ---- pthread_create ----

@@ -12,7 +12,6 @@ use crate::live::ALLOCATORS;
 use crate::threads;
 use crate::{hot, sys};
 use std::io::Write;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use trace::sharing::{
     AccessKind, AccessStat, Allocation, HistoryRef, HotLine, LineEnd, ProcessSharing, ThreadInfo,
@@ -44,7 +43,8 @@ fn kind(k: u8) -> AccessKind {
 }
 
 /// Writes the results (once per process).
-pub fn write(process: &Process, dir: &Path, line_size: u32, hot_after: u32) {
+pub fn write(process: &Process, cfg: &crate::config::Config, hot_after: u32) {
+    let (dir, line_size) = (cfg.dir.as_path(), cfg.line_size);
     if WRITTEN.swap(true, Ordering::AcqRel) {
         return;
     }
@@ -56,7 +56,8 @@ pub fn write(process: &Process, dir: &Path, line_size: u32, hot_after: u32) {
     };
     hot::stop(me);
     let now = sys::now_ns();
-    let (sharing, history) = collect(process, line_size, hot_after, now);
+    let (mut sharing, history) = collect(process, line_size, hot_after, now);
+    sharing.sample_every = cfg.sample_every;
     let pid = process.pid;
     let result = (|| -> std::io::Result<()> {
         let sdir = dir.join("sharing");
@@ -221,6 +222,7 @@ fn collect(
         program: process.program.clone(),
         line_size,
         hot_after,
+        sample_every: 1,
         started_ns: process.started_ns,
         ended_ns: now,
         threads: threads_info,

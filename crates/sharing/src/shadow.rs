@@ -15,9 +15,13 @@ pub struct Entry {
     pub state: AtomicU64,
     /// Transfers on this line while it is not hot (counts towards hotness).
     pub transfers: AtomicU32,
-    /// 1 + the line's hot slot, or 0: not tracked in detail.
+    /// 1 + the line's hot slot, or 0: not tracked in detail; with [`SAMPLED`] set once the
+    /// line's accesses are sampled (its history window is full).
     pub hot: AtomicU32,
 }
+
+/// The bit of [`Entry::hot`] saying the hot line is sampled (slot ids stay below it).
+pub const SAMPLED: u32 = 1 << 31;
 
 const ENTRY: usize = std::mem::size_of::<Entry>();
 const _: () = assert!(ENTRY == 16);

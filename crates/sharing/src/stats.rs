@@ -100,11 +100,11 @@ impl Table {
 
     /// Counts one access.
     #[inline]
-    pub fn add(&mut self, key: Key, transfer: bool, cpu: Option<u16>) {
+    pub fn add(&mut self, key: Key, transfer: bool, cpu: Option<u16>, weight: u32) {
         if self.len * 2 >= self.capacity && !self.grow() {
             // Full: only keys already present are counted.
             if let Some(e) = self.find(&key) {
-                Self::count(e, transfer, cpu);
+                Self::count(e, transfer, cpu, weight);
             } else {
                 self.dropped += 1;
             }
@@ -128,11 +128,11 @@ impl Table {
                     cpus: [0; CPUS],
                 };
                 self.len += 1;
-                Self::count(e, transfer, cpu);
+                Self::count(e, transfer, cpu, weight);
                 return;
             }
             if e.key() == key {
-                Self::count(e, transfer, cpu);
+                Self::count(e, transfer, cpu, weight);
                 return;
             }
             i = (i + 1) & mask;
@@ -140,9 +140,9 @@ impl Table {
     }
 
     #[inline]
-    fn count(e: &mut Entry, transfer: bool, cpu: Option<u16>) {
-        e.count += 1;
-        e.transfers += u64::from(transfer);
+    fn count(e: &mut Entry, transfer: bool, cpu: Option<u16>, weight: u32) {
+        e.count += u64::from(weight);
+        e.transfers += u64::from(transfer) * u64::from(weight);
         if let Some(c) = cpu {
             e.add_cpu(c);
         }
@@ -251,10 +251,11 @@ mod tests {
                     key(0x400000 + pc, 1 + (pc % 3) as u32, (pc % 8) as u8 * 8),
                     round == 0,
                     Some((pc % 20) as u16),
+                    1,
                 );
             }
         }
-        t.add(key(0x400000, 1, 0), false, Some(3));
+        t.add(key(0x400000, 1, 0), false, Some(3), 1);
         let all: Vec<&Entry> = t.iter().collect();
         assert_eq!(all.len(), 2000);
         let first = all.iter().find(|e| e.pc == 0x400000).unwrap();
@@ -269,8 +270,8 @@ mod tests {
     fn cpus_are_distinct_and_bounded() {
         let mut t = Table::new();
         for c in 0..40u16 {
-            t.add(key(1, 1, 0), false, Some(c % 20));
-            t.add(key(1, 1, 0), false, None);
+            t.add(key(1, 1, 0), false, Some(c % 20), 1);
+            t.add(key(1, 1, 0), false, None, 1);
         }
         let e = t.iter().next().unwrap();
         assert_eq!(e.count, 80);

@@ -28,6 +28,8 @@ pub struct Local {
     /// Hot-line accesses until the CPU is read again, and the CPU last read.
     pub cpu_countdown: Cell<u32>,
     pub cpu: Cell<u32>,
+    /// Accesses to sampled hot lines (window full) to skip before the next one is modelled.
+    pub sample_countdown: Cell<u32>,
 }
 
 crate::tls::zeroed_thread_local!(local, Local, "contend_sharing_tls", 64);
@@ -124,6 +126,7 @@ pub fn register(index: Option<u16>, creator: Option<u16>, start: Option<u64>) ->
     l.bit = model::holder_bit(index);
     l.write_state = model::write_state(index);
     l.cpu_countdown.set(0);
+    l.sample_countdown.set(0);
     l.rec = rec;
     l
 }
@@ -182,7 +185,13 @@ pub fn renew_in_child() {
 /// Increments a count only its thread changes (no locked instruction).
 #[inline(always)]
 pub fn bump(counter: &AtomicU64) {
-    counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    add(counter, 1);
+}
+
+/// `bump` by `n`.
+#[inline(always)]
+pub fn add(counter: &AtomicU64, n: u64) {
+    counter.store(counter.load(Ordering::Relaxed) + n, Ordering::Relaxed);
 }
 
 // ---- pthread_create ----

@@ -33,6 +33,11 @@ pub struct ProcessSharing {
     /// Transfers after which a line is tracked in detail; 0 with `--exhaustive` (every line
     /// from its first access).
     pub hot_after: u32,
+    /// Once a hot line's history window is full (or when it has none), 1 in `sample_every` of
+    /// each thread's accesses to it go through the model and are itemised, each counting for
+    /// `sample_every` (its counts and transfers are then estimates); 1: every access, exact.
+    #[serde(default = "exact")]
+    pub sample_every: u32,
     /// CLOCK_MONOTONIC ns when the runtime started and when it wrote this file.
     pub started_ns: u64,
     pub ended_ns: u64,
@@ -40,6 +45,10 @@ pub struct ProcessSharing {
     pub totals: Totals,
     /// Hot lines, each once per object lifetime (a line freed and reused is a new entry).
     pub lines: Vec<HotLine>,
+}
+
+fn exact() -> u32 {
+    1
 }
 
 /// A thread the runtime met. Threads are numbered in order of their first instrumented access
@@ -263,6 +272,9 @@ impl ProcessSharing {
                 return bad(format!("thread index {} appears twice", t.index));
             }
         }
+        if self.sample_every == 0 {
+            return bad("sample_every is 0 (1 means every access)".into());
+        }
         let size = self.line_size;
         for line in &self.lines {
             if line.address % u64::from(size) != 0 {
@@ -395,6 +407,7 @@ mod tests {
             program: "/bin/x".into(),
             line_size: 64,
             hot_after: 64,
+            sample_every: 1,
             started_ns: 1,
             ended_ns: 2,
             threads: vec![ThreadInfo {

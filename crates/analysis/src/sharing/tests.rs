@@ -62,6 +62,7 @@ fn process(history: &[HistoryEntry], with_history: bool) -> ProcessSharing {
         program: "/x".into(),
         line_size: 64,
         hot_after: 0,
+        sample_every: 1,
         started_ns: 0,
         ended_ns: 1,
         threads: (0..3)

@@ -60,6 +60,12 @@ pub struct RecordArgs {
     /// 16777216 (the runtime's default: 65536).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=16_777_216))]
     window: Option<u32>,
+    /// Once a hot line's history window is full, model and itemise 1 in N of each thread's
+    /// accesses to it, each counting for N (its counts become estimates; the totals of reads
+    /// and writes stay exact): 1 to 65536, 1 for every access (slowest; the runtime's
+    /// default: 16).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=65536))]
+    sample: Option<u32>,
     /// Run the program on these CPUs only (a list such as 0-3,8).
     #[arg(long, value_name = "LIST")]
     cpus: Option<String>,
@@ -495,6 +501,9 @@ fn record(args: RecordArgs) -> anyhow::Result<()> {
     }
     if let Some(n) = args.window {
         env.push(("CONTEND_SHARING_WINDOW".into(), n.to_string()));
+    }
+    if let Some(n) = args.sample {
+        env.push(("CONTEND_SHARING_SAMPLE".into(), n.to_string()));
     }
     eprintln!(
         "contend: recording cache-line sharing of {} into {} ({}-byte lines, {})",

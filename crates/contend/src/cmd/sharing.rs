@@ -104,6 +104,7 @@ pub fn load(run: &Path, transfer_ns: f64) -> anyhow::Result<Option<Loaded>> {
             program: process.program.clone(),
             line_size: process.line_size,
             hot_after: process.hot_after,
+            sample_every: process.sample_every,
             threads: process.threads.len(),
             reads: process.totals.reads,
             writes: process.totals.writes,
