@@ -155,31 +155,11 @@ pub fn program_of(command: &[String], launcher: Launcher) -> Option<PathBuf> {
 /// The MPI a program is dynamically linked with, from its ELF `DT_NEEDED` entries.
 pub fn implementation_of_program(path: &Path) -> Option<Implementation> {
     let data = std::fs::read(path).ok()?;
-    needed_libraries(&data)
+    crate::elf::facts(&data)
+        .map(|f| f.needed)
+        .unwrap_or_default()
         .iter()
         .find_map(|lib| Implementation::from_text(lib))
-}
-
-fn needed_libraries(data: &[u8]) -> Vec<String> {
-    use object::elf;
-    use object::read::elf::{Dyn, ElfFile64};
-    let Ok(file) = ElfFile64::<object::Endianness>::parse(data) else {
-        return Vec::new();
-    };
-    let endian = file.endian();
-    let sections = file.elf_section_table();
-    let Ok(Some((entries, link))) = sections.dynamic(endian, data) else {
-        return Vec::new();
-    };
-    let Ok(strings) = sections.strings(endian, data, link) else {
-        return Vec::new();
-    };
-    entries
-        .iter()
-        .filter(|d| d.d_tag(endian) == u64::from(elf::DT_NEEDED))
-        .filter_map(|d| strings.get(d.d_val(endian) as u32).ok())
-        .map(|s| String::from_utf8_lossy(s).into_owned())
-        .collect()
 }
 
 /// Decides the implementation (program first, then launcher, then `forced`), builds or reuses

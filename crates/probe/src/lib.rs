@@ -24,7 +24,6 @@ mod real;
 mod sampler;
 mod table;
 mod thread;
-mod tls;
 
 extern "C" fn on_load() {
     config::load();

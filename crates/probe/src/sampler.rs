@@ -24,7 +24,7 @@ pub struct Sampler {
     random: u64,
 }
 
-crate::tls::zeroed_thread_local!(sampler, Sampler, "contend_probe_sampler_tls", 192);
+tlsblock::zeroed_thread_local!(sampler, Sampler, "contend_probe_sampler_tls", 192);
 
 /// Records one in `n` uncontended acquisitions (1: all of them).
 pub fn set_every(n: u32) {

@@ -44,7 +44,7 @@ pub struct ThreadState {
     pub creator: u32,
 }
 
-crate::tls::zeroed_thread_local!(state, ThreadState, "contend_probe_thread_tls", 512);
+tlsblock::zeroed_thread_local!(state, ThreadState, "contend_probe_thread_tls", 512);
 
 /// Call-site ids are u16 (NO_SITE excluded); object ids u32 (NO_OBJECT excluded).
 const MAX_SITES: u32 = NO_SITE as u32;

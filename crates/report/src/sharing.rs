@@ -22,8 +22,6 @@ pub struct Naming {
     pub code: BTreeMap<String, CodeName>,
     /// CPU → NUMA node, from the run's topology.
     pub node_of_cpu: BTreeMap<u32, u32>,
-    /// Per pid: thread index → (tid, name if known).
-    pub threads: BTreeMap<u32, BTreeMap<u16, u32>>,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]

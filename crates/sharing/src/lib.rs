@@ -31,14 +31,13 @@
 //! `alloc` (allocator interposition) and `live` (the live heap blocks), `locks`, `threads`
 //! (indices, records, `pthread_create`), `access` (the fast and slow paths), `model` (the state
 //! word), `shadow` (one entry per line), `hot` (hot slots, histories), `stats` (per-thread
-//! statistics), `output`, `config`, `real` (finding the real functions), `tls`, `trampoline`,
+//! statistics), `output`, `config`, `real` (finding the real functions), `trampoline`,
 //! `sync`, `sys`.
 
 // The interposed symbols (malloc, memcpy, pthread_create, ...) would replace the test
 // harness's own: unit tests build only the pure parts.
 #![cfg_attr(test, allow(dead_code, unused_imports, unused_macros))]
 
-mod tls;
 mod trampoline;
 
 mod access;

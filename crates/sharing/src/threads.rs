@@ -32,7 +32,7 @@ pub struct Local {
     pub sample_countdown: Cell<u32>,
 }
 
-crate::tls::zeroed_thread_local!(local, Local, "contend_sharing_tls", 64);
+tlsblock::zeroed_thread_local!(local, Local, "contend_sharing_tls", 64);
 
 /// What the exit writer needs of a thread. Written by its own thread only (counts with
 /// relaxed load + store: no locked instructions), except the statistics table's guard.

@@ -113,125 +113,6 @@ pub enum Instrumentation {
     Unknown(String),
 }
 
-/// The facts of an ELF file that decide its instrumentation.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct ElfFacts {
-    /// Has a program interpreter (dynamically linked).
-    pub dynamic: bool,
-    pub needed: Vec<String>,
-    /// Defines `__tsan_init` (ThreadSanitizer's runtime is linked in statically).
-    pub defines_tsan_init: bool,
-    /// References `__tsan_*` hooks it does not define (instrumented code).
-    pub uses_tsan_hooks: bool,
-}
-
-fn u16_at(d: &[u8], off: u64) -> Option<u16> {
-    let o = usize::try_from(off).ok()?;
-    Some(u16::from_le_bytes(
-        d.get(o..o.checked_add(2)?)?.try_into().ok()?,
-    ))
-}
-fn u32_at(d: &[u8], off: u64) -> Option<u32> {
-    let o = usize::try_from(off).ok()?;
-    Some(u32::from_le_bytes(
-        d.get(o..o.checked_add(4)?)?.try_into().ok()?,
-    ))
-}
-fn u64_at(d: &[u8], off: u64) -> Option<u64> {
-    let o = usize::try_from(off).ok()?;
-    Some(u64::from_le_bytes(
-        d.get(o..o.checked_add(8)?)?.try_into().ok()?,
-    ))
-}
-fn c_str(d: &[u8], off: u64) -> Option<&[u8]> {
-    let o = usize::try_from(off).ok()?;
-    let rest = d.get(o..)?;
-    let end = rest.iter().position(|&b| b == 0)?;
-    Some(&rest[..end])
-}
-
-/// Reads the dynamic section and symbol tables of a 64-bit little-endian ELF file (x86-64,
-/// AArch64, RISC-V 64); every offset is checked, so a truncated or hostile file gives `None`
-/// or partial facts, never a panic.
-pub fn elf_facts(d: &[u8]) -> Option<ElfFacts> {
-    const PT_INTERP: u32 = 3;
-    const SHT_SYMTAB: u32 = 2;
-    const SHT_DYNAMIC: u32 = 6;
-    const SHT_DYNSYM: u32 = 11;
-    const DT_NEEDED: u64 = 1;
-    if d.get(..4)? != b"\x7fELF" || d.get(4)? != &2 || d.get(5)? != &1 {
-        return None;
-    }
-    // Offsets from the file are added with saturation: past the end, every read is `None`.
-    let at = |base: u64, index: u64, size: u64| base.saturating_add(index.saturating_mul(size));
-    let mut facts = ElfFacts::default();
-    let (phoff, phentsize, phnum) = (u64_at(d, 0x20)?, u16_at(d, 0x36)?, u16_at(d, 0x38)?);
-    for i in 0..u64::from(phnum) {
-        if u32_at(d, at(phoff, i, u64::from(phentsize))) == Some(PT_INTERP) {
-            facts.dynamic = true;
-        }
-    }
-    let (shoff, shentsize, shnum) = (u64_at(d, 0x28)?, u16_at(d, 0x3a)?, u16_at(d, 0x3c)?);
-    let section = |i: u64| -> Option<(u32, u64, u64, u32)> {
-        let h = at(shoff, i, u64::from(shentsize));
-        Some((
-            u32_at(d, h.checked_add(4)?)?,  // sh_type
-            u64_at(d, h.checked_add(24)?)?, // sh_offset
-            u64_at(d, h.checked_add(32)?)?, // sh_size
-            u32_at(d, h.checked_add(40)?)?, // sh_link
-        ))
-    };
-    for i in 0..u64::from(shnum) {
-        let Some((kind, offset, size, link)) = section(i) else {
-            continue;
-        };
-        if !matches!(kind, SHT_DYNAMIC | SHT_SYMTAB | SHT_DYNSYM) {
-            continue;
-        }
-        let Some((_, strings, _, _)) = section(u64::from(link)) else {
-            continue;
-        };
-        if kind == SHT_DYNAMIC {
-            for e in 0..size / 16 {
-                let entry = at(offset, e, 16);
-                let (Some(tag), Some(value)) =
-                    (u64_at(d, entry), u64_at(d, entry.saturating_add(8)))
-                else {
-                    break;
-                };
-                if tag == DT_NEEDED {
-                    if let Some(name) = c_str(d, strings.saturating_add(value)) {
-                        facts
-                            .needed
-                            .push(String::from_utf8_lossy(name).into_owned());
-                    }
-                }
-            }
-        } else {
-            // Symbols are 24 bytes; a size beyond the file ends at the file's end.
-            for n in 1..size / 24 {
-                let sym = at(offset, n, 24);
-                let (Some(name), Some(shndx)) = (u32_at(d, sym), u16_at(d, sym.saturating_add(6)))
-                else {
-                    break;
-                };
-                let Some(name) = c_str(d, strings.saturating_add(u64::from(name))) else {
-                    continue;
-                };
-                if !name.starts_with(b"__tsan_") {
-                    continue;
-                }
-                if shndx == 0 {
-                    facts.uses_tsan_hooks = true;
-                } else if name == b"__tsan_init" {
-                    facts.defines_tsan_init = true;
-                }
-            }
-        }
-    }
-    Some(facts)
-}
-
 /// The instrumentation of the program file `path`. A dynamically linked program that does not
 /// need the runtime itself may load it through a library: the dynamic loader lists what it
 /// would load (`LD_TRACE_LOADED_OBJECTS`, as `ldd` does; nothing of the program runs).
@@ -243,8 +124,8 @@ pub fn instrumentation(path: &Path) -> Instrumentation {
     if data.starts_with(b"#!") {
         return Instrumentation::Unknown("it is a script".into());
     }
-    let Some(facts) = elf_facts(&data) else {
-        return Instrumentation::Unknown("it is not a 64-bit little-endian ELF file".into());
+    let Some(facts) = observe::elf::facts(&data) else {
+        return Instrumentation::Unknown("it is not a 64-bit ELF file contend can read".into());
     };
     if facts.needed.iter().any(|n| n.contains("contend_sharing")) {
         return Instrumentation::Contend;
@@ -611,30 +492,6 @@ fn record(args: RecordArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn hostile_elf_gives_no_facts_or_partial_ones() {
-        assert_eq!(elf_facts(b""), None);
-        assert_eq!(elf_facts(b"\x7fELF\x02\x01"), None);
-        let mut d = vec![0u8; 64];
-        d[..6].copy_from_slice(b"\x7fELF\x02\x01");
-        // Huge counts and offsets: everything is out of range, nothing is found.
-        d[0x20..0x28].copy_from_slice(&u64::MAX.to_le_bytes());
-        d[0x28..0x30].copy_from_slice(&(u64::MAX - 3).to_le_bytes());
-        d[0x36..0x38].copy_from_slice(&u16::MAX.to_le_bytes());
-        d[0x38..0x3a].copy_from_slice(&u16::MAX.to_le_bytes());
-        d[0x3a..0x3c].copy_from_slice(&u16::MAX.to_le_bytes());
-        d[0x3c..0x3e].copy_from_slice(&u16::MAX.to_le_bytes());
-        assert_eq!(elf_facts(&d), Some(ElfFacts::default()));
-    }
-
-    #[test]
-    fn own_executable_is_not_instrumented() {
-        let exe = std::env::current_exe().unwrap();
-        let facts = elf_facts(&std::fs::read(&exe).unwrap()).unwrap();
-        assert!(facts.needed.iter().any(|n| n.starts_with("libc.so")));
-        assert!(!facts.uses_tsan_hooks);
-    }
 
     #[test]
     fn memory_sampling_events_are_found_under_a_root() {

@@ -36,7 +36,8 @@ struct SharingArgs {
     #[arg(long, value_name = "N", default_value_t = 5)]
     sharing_top: usize,
     /// What one cross-thread cache-line transfer costs, for the estimated-cost column (ns).
-    #[arg(long, value_name = "NS", default_value_t = super::sharing::DEFAULT_TRANSFER_NS)]
+    #[arg(long, value_name = "NS", default_value_t = super::sharing::DEFAULT_TRANSFER_NS,
+          value_parser = super::sharing::parse_transfer_ns)]
     transfer_ns: f64,
     /// Write an SVG heat strip of each top shared line into this directory.
     #[arg(long, value_name = "DIR")]
@@ -264,12 +265,6 @@ fn load(args: &Args) -> anyhow::Result<Loaded> {
         } else {
             eprintln!("contend: note: this run was recorded with --mpi but holds no rank traces: the ranks did not call MPI_Init with the wrapper loaded (see the notes printed by contend record)");
         }
-    }
-    if !args.sharing.transfer_ns.is_finite() || args.sharing.transfer_ns < 0.0 {
-        return Err(bad_input(format!(
-            "--transfer-ns {}: give a cost in ns, 0 or more",
-            args.sharing.transfer_ns
-        )));
     }
     let sharing = super::sharing::load(&args.run, args.sharing.transfer_ns)?;
     if sharing.is_none() && meta.captured.iter().any(|c| c == "sharing") {

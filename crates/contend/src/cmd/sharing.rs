@@ -12,6 +12,14 @@ use trace::sharing::{HotLine, ProcessSharing};
 /// What one transfer is taken to cost for the estimated-cost column, unless told.
 pub const DEFAULT_TRANSFER_NS: f64 = 100.0;
 
+/// `--transfer-ns`: a cost in ns, finite and not negative.
+pub fn parse_transfer_ns(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!("{s:?}: give a cost in ns, 0 or more (e.g. 100)")),
+    }
+}
+
 /// Options of `contend c2c report`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ReportArgs {
@@ -26,7 +34,7 @@ pub struct ReportArgs {
     pub json: bool,
     /// What one cross-thread transfer costs, for the estimated-cost column (ns; e.g. half the
     /// round trip `contend bench latency` measures between the CPUs involved).
-    #[arg(long, value_name = "NS", default_value_t = DEFAULT_TRANSFER_NS)]
+    #[arg(long, value_name = "NS", default_value_t = DEFAULT_TRANSFER_NS, value_parser = parse_transfer_ns)]
     pub transfer_ns: f64,
     /// Write an SVG heat strip of each of the top lines (which thread touches which bytes) into
     /// this directory, as `line-N.svg`.
@@ -187,10 +195,6 @@ fn name_process(run: &Path, process: &ProcessSharing, naming: &mut Naming) {
             None
         }
     };
-    naming.threads.insert(
-        process.pid,
-        process.threads.iter().map(|t| (t.index, t.tid)).collect(),
-    );
     for line in &process.lines {
         let name = match symbolizer.as_mut() {
             Some(sym) => line_name(sym, line, process.line_size),
@@ -259,12 +263,13 @@ fn line_name(sym: &mut symbolize::Symbolizer, line: &HotLine, line_size: u32) ->
     if let Some(d) = sym.resolve_data(line.address) {
         return format!("{d} (global)");
     }
-    // A line that starts in one global's padding may hold the next one.
-    if let Some(d) = (1..line_size).step_by(8).find_map(|o| {
-        sym.resolve_data(line.address + u64::from(o))
-            .filter(|d| d.offset < u64::from(o))
+    // A line that starts in padding or an unnamed area may hold the start of a global.
+    if let Some((o, d)) = (1..u64::from(line_size)).find_map(|o| {
+        sym.resolve_data(line.address + o)
+            .filter(|d| d.offset < o)
+            .map(|d| (o - d.offset, d))
     }) {
-        return format!("{} (global, from line +{:#x})", d.name, line.address % 64);
+        return format!("{} (global, from line +{o:#x})", d.name);
     }
     match sym.maps().find(line.address) {
         Some(m) => m.short_name(),
@@ -274,12 +279,6 @@ fn line_name(sym: &mut symbolize::Symbolizer, line: &HotLine, line_size: u32) ->
 
 /// `contend c2c report`.
 pub fn report(args: ReportArgs) -> anyhow::Result<()> {
-    if !args.transfer_ns.is_finite() || args.transfer_ns < 0.0 {
-        return Err(bad_input(format!(
-            "--transfer-ns {}: give a cost in ns, 0 or more",
-            args.transfer_ns
-        )));
-    }
     let Some(loaded) = load(&args.run, args.transfer_ns)? else {
         return Err(bad_input(format!(
             "{}: no sharing results (no sharing/*.json): record a program built with `contend cc` using `contend c2c record -- PROGRAM`",

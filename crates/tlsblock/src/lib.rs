@@ -1,12 +1,17 @@
-//! Per-thread storage the hooks reach in one instruction.
+//! Per-thread storage hooks reach in one instruction, for contend's lock probe (preloaded) and
+//! sharing runtime (linked in).
 //!
 //! Rust's `thread_local!` in a shared library uses the general-dynamic model: every access
-//! calls `__tls_get_addr`. The runtime is linked into the program (a `DT_NEEDED` entry), so it
-//! is loaded at start-up into the static TLS block and can use the initial-exec model: the
-//! block's offset from the thread pointer is in the GOT, and an access is `mov` + `add fs:0`
-//! (as crates/probe/src/tls.rs does). Zero-filled blocks only: all-zero is the initial state.
+//! calls `__tls_get_addr` (twice per lock+unlock pair was most of the probe's cost). A library
+//! loaded at start-up (LD_PRELOAD, or a program's `DT_NEEDED`) is in the static TLS block, so it
+//! can use the initial-exec model instead: the block's offset from the thread pointer is in the
+//! GOT, and an access is `mov` + `add fs:0`. [`zeroed_thread_local!`] declares zero-filled TLS
+//! blocks that way (x86-64; elsewhere `thread_local!`), for types whose all-zero value is their
+//! initial state. Not for libraries that may be `dlopen`ed after start-up.
 
-/// Declares `pub fn $name() -> *mut $ty`: this thread's zero-initialised `$ty`.
+/// Declares `pub fn $name() -> *mut $ty`: this thread's zero-initialised `$ty`, in a block of
+/// `$size` bytes named `$sym` (unique per library).
+#[macro_export]
 macro_rules! zeroed_thread_local {
     ($name:ident, $ty:ty, $sym:literal, $size:literal) => {
         #[cfg(target_arch = "x86_64")]
@@ -53,5 +58,3 @@ macro_rules! zeroed_thread_local {
         }
     };
 }
-
-pub(crate) use zeroed_thread_local;
