@@ -112,7 +112,7 @@ pub fn render(
                 String::new()
             },
         );
-        if p.sample_every > 1 {
+        if p.sample_every > 1 && p.hot_lines > 0 {
             let _ = writeln!(
                 out,
                 "  (after a hot line's history window, 1 in {} of each thread's accesses to it was modelled and counted {} times: its counts and transfers are estimates)",
