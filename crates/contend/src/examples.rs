@@ -76,25 +76,38 @@ pub fn mpi_toolchain() -> Option<(&'static str, &'static str)> {
     .find(|(cc, run)| on_path(cc) && on_path(run))
 }
 
-/// Compiles an MPI example with `mpicc` into `dir`.
-pub fn build_mpi(example: &Example, mpicc: &str, dir: &Path) -> anyhow::Result<PathBuf> {
+/// Writes `example`'s source into `dir` and runs `compiler` (its name shown as `shown`) with
+/// `-o EXE SOURCE` appended; returns the executable's path.
+fn compile(
+    example: &Example,
+    dir: &Path,
+    mut compiler: Command,
+    shown: &str,
+) -> anyhow::Result<PathBuf> {
     let src = dir.join(format!("{}.c", example.name));
     let exe = dir.join(example.name);
     std::fs::write(&src, example.source).with_context(|| format!("writing {}", src.display()))?;
-    let out = Command::new(mpicc)
-        .args(["-O2", "-g", "-o"])
+    let out = compiler
+        .arg("-o")
         .arg(&exe)
         .arg(&src)
         .output()
-        .with_context(|| format!("running {mpicc}"))?;
+        .with_context(|| format!("running {shown}"))?;
     if !out.status.success() {
         bail!(
-            "{mpicc} failed to build {}:\n{}",
+            "{shown} failed to build {}:\n{}",
             example.name,
             String::from_utf8_lossy(&out.stderr)
         );
     }
     Ok(exe)
+}
+
+/// Compiles an MPI example with `mpicc` into `dir`.
+pub fn build_mpi(example: &Example, mpicc: &str, dir: &Path) -> anyhow::Result<PathBuf> {
+    let mut cmd = Command::new(mpicc);
+    cmd.args(["-O2", "-g"]);
+    compile(example, dir, cmd, mpicc)
 }
 
 /// The sharing examples (examples/sharing), for the demo of `contend cc` and `contend c2c`.
@@ -113,25 +126,11 @@ pub const SHARING_ATOMIC_COUNTER: Example = Example {
 
 /// Compiles a sharing example with `contend cc -- CC -O2 -g` (this contend) into `dir`.
 pub fn build_instrumented(example: &Example, dir: &Path) -> anyhow::Result<PathBuf> {
-    let src = dir.join(format!("{}.c", example.name));
-    let exe = dir.join(example.name);
-    std::fs::write(&src, example.source).with_context(|| format!("writing {}", src.display()))?;
     let me = std::env::current_exe().context("finding the contend executable")?;
     let cc = compiler();
-    let out = Command::new(me)
-        .args(["cc", "--", &cc, "-O2", "-g", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .output()
-        .with_context(|| format!("running contend cc -- {cc}"))?;
-    if !out.status.success() {
-        bail!(
-            "contend cc -- {cc} failed to build {}:\n{}",
-            example.name,
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(exe)
+    let mut cmd = Command::new(me);
+    cmd.args(["cc", "--", &cc, "-O2", "-g"]);
+    compile(example, dir, cmd, &format!("contend cc -- {cc}"))
 }
 
 /// The C compiler to use: `$CC`, else `cc`.

@@ -303,14 +303,6 @@ pub fn collect_sharing(run: &Path) -> Vec<trace::meta::SharingFile> {
         .collect()
 }
 
-fn topology_json(t: &topology::Topology) -> serde_json::Value {
-    serde_json::to_value(report::topo::TopoJson {
-        summary: t.summary(),
-        topology: t,
-    })
-    .unwrap_or(serde_json::Value::Null)
-}
-
 fn absolute(p: &Path) -> PathBuf {
     std::fs::canonicalize(p).unwrap_or_else(|_| {
         std::env::current_dir()
@@ -343,7 +335,7 @@ fn record(args: RecordArgs) -> anyhow::Result<()> {
     meta.recorded_by = std::env::args().collect();
     meta.topology = machine
         .as_ref()
-        .map_or(serde_json::Value::Null, topology_json);
+        .map_or(serde_json::Value::Null, super::record::topology_json);
     meta.cpus = cpus.clone();
     let sampling = (args.interval > 0.0).then(|| SamplerOptions {
         interval: Duration::from_secs_f64(args.interval / 1000.0),

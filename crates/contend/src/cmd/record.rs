@@ -278,7 +278,7 @@ pub fn placement(
 }
 
 /// The machine's topology as meta.json keeps it.
-fn topology_json(t: &topology::Topology) -> serde_json::Value {
+pub(super) fn topology_json(t: &topology::Topology) -> serde_json::Value {
     serde_json::to_value(report::topo::TopoJson {
         summary: t.summary(),
         topology: t,
