@@ -12,7 +12,7 @@
 
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
-use trace::sharing::{AccessKind, HistoryEntry, HotLine, ProcessSharing};
+use trace::sharing::{AccessKind, HistoryEntry, HotLine, PmuAccess, ProcessSharing};
 
 /// A field: a maximal byte range of a line covered by overlapping accesses.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -115,6 +115,8 @@ pub struct OffsetRow {
     pub cpus: Vec<u32>,
     /// Index into the line's `objects` of the heap block covering this offset.
     pub object: Option<usize>,
+    /// Raw sample figures, from the PMU back end.
+    pub pmu: Option<PmuAccess>,
 }
 
 /// One hot line, analysed.
@@ -143,6 +145,8 @@ pub struct LineReport {
     /// transfers × the cost of one transfer given to [`analyse`], ns.
     pub estimated_cost_ns: f64,
     pub rows: Vec<OffsetRow>,
+    /// The line's raw sample figures summed over its accesses, from the PMU back end.
+    pub pmu: Option<PmuAccess>,
     /// Which threads read (bit 0) and wrote (bit 1) each byte, per thread: `(thread, [u8; line])`.
     pub byte_use: Vec<(u16, Vec<u8>)>,
 }
@@ -448,6 +452,7 @@ pub fn analyse_line(
                     .iter()
                     .rposition(|o| at >= o.address && at < o.address.saturating_add(o.size))
             },
+            pmu: a.pmu.clone(),
         })
         .collect();
     rows.sort_by(|a, b| {
@@ -476,8 +481,25 @@ pub fn analyse_line(
         hint,
         estimated_cost_ns: transfers as f64 * transfer_ns,
         rows,
+        pmu: sum_pmu(&line.accesses),
         byte_use: byte_use.into_iter().collect(),
     }
+}
+
+/// The PMU figures of a line's accesses added up; `None` when none has any.
+fn sum_pmu(accesses: &[trace::sharing::AccessStat]) -> Option<PmuAccess> {
+    let mut total: Option<PmuAccess> = None;
+    for p in accesses.iter().filter_map(|a| a.pmu.as_ref()) {
+        let t = total.get_or_insert_with(PmuAccess::default);
+        t.samples = t.samples.saturating_add(p.samples);
+        t.hitm_local = t.hitm_local.saturating_add(p.hitm_local);
+        t.hitm_remote = t.hitm_remote.saturating_add(p.hitm_remote);
+        t.peer = t.peer.saturating_add(p.peer);
+        t.latency_cycles = t.latency_cycles.saturating_add(p.latency_cycles);
+        t.latency_samples = t.latency_samples.saturating_add(p.latency_samples);
+        t.latency_max = t.latency_max.max(p.latency_max);
+    }
+    total
 }
 
 #[cfg(test)]

@@ -664,13 +664,16 @@ fn c2c_record_refuses_a_program_not_built_with_contend_cc() {
         "a refused recording leaves no run directory"
     );
 
-    // A machine with memory sampling: the PMU back end is not there yet, and it says so.
+    // A machine with memory sampling: the PMU back end would take the program; asked for the
+    // instrumentation back end, it is refused with what to do.
     let sys = d.join("sys");
     std::fs::create_dir_all(sys.join("bus/event_source/devices/ibs_op")).unwrap();
     let out = contend(
         &[
             "c2c",
             "record",
+            "--backend",
+            "instrumentation",
             "-o",
             "run",
             "--sysfs",
@@ -683,11 +686,32 @@ fn c2c_record_refuses_a_program_not_built_with_contend_cc() {
     assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);
     assert!(
-        err.contains("(AMD IBS)")
-            && err.contains("PMU back end")
-            && err.contains("not available yet"),
+        err.contains("--backend instrumentation: ./plain was not built with `contend cc`"),
         "{err}"
     );
+    // Arm SPE only: its samples live in an AUX trace contend does not decode.
+    let spe = d.join("spe");
+    std::fs::create_dir_all(spe.join("bus/event_source/devices/arm_spe_0")).unwrap();
+    let out = contend(
+        &[
+            "c2c",
+            "record",
+            "-o",
+            "run",
+            "--sysfs",
+            spe.to_str().unwrap(),
+            "--",
+            "./plain",
+        ],
+        d,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("(Arm SPE)") && err.contains("AUX trace"),
+        "{err}"
+    );
+    assert!(!d.join("run").exists());
 
     // Built with ThreadSanitizer's own runtime: not contend's.
     let tsan = d.join("tsan");

@@ -10,7 +10,7 @@ use analysis::sharing::{Class, LineReport, SharingReport};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use trace::sharing::AccessKind;
+use trace::sharing::{AccessKind, PmuAccess, PmuSummary};
 
 /// What the caller resolved for the report: names of lines and code.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -53,11 +53,77 @@ pub struct ProcessLine {
     pub hot_lines: u64,
     pub hot_lines_dropped: u64,
     pub history_dropped: u64,
+    /// Present for results of the PMU back end.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pmu: Option<PmuSummary>,
+}
+
+/// One process's header line for the PMU back end: what the samples were and what they showed.
+fn pmu_header(p: &ProcessLine, s: &PmuSummary) -> String {
+    let mut losses = Vec::new();
+    if s.lost > 0 {
+        losses.push(format!("{} sample(s) lost by the kernel", s.lost));
+    }
+    if s.without_address > 0 {
+        losses.push(format!("{} without a data address", s.without_address));
+    }
+    if s.malformed > 0 {
+        losses.push(format!("{} record(s) not decodable", s.malformed));
+    }
+    if s.threads_folded > 0 {
+        losses.push(format!(
+            "{} thread(s) past the 65535th counted as the last",
+            s.threads_folded
+        ));
+    }
+    if s.other_samples > 0 {
+        losses.push(format!("{} sample(s) of other events", s.other_samples));
+    }
+    format!(
+        "Sharing: process {} ({}), from the PMU ({}): {} memory samples ({} loads, {} stores) by {} thread(s); HITM {} local, {} remote{}; {} line(s) shown (line size {} B){}\n  (counts are estimates: each sample stands for its sampling period; HITM and latency columns are raw samples)",
+        p.pid,
+        p.program,
+        s.events.join(", "),
+        s.samples,
+        s.load_samples,
+        s.store_samples,
+        p.threads,
+        s.hitm_local,
+        s.hitm_remote,
+        if s.peer > 0 { format!(", {} from a peer cache", s.peer) } else { String::new() },
+        p.hot_lines,
+        p.line_size,
+        if losses.is_empty() { String::new() } else { format!("; file-wide: {}", losses.join(", ")) },
+    )
+}
+
+/// Raw sample counts: local HITM, remote HITM, peer-cache hits.
+fn transfer_cells(p: &Option<PmuAccess>) -> [String; 3] {
+    match p {
+        Some(p) => [
+            p.hitm_local.to_string(),
+            p.hitm_remote.to_string(),
+            p.peer.to_string(),
+        ],
+        None => ["n/a".into(), "n/a".into(), "n/a".into()],
+    }
+}
+
+fn latency_cell(p: &Option<PmuAccess>) -> String {
+    match p {
+        Some(p) if p.latency_samples > 0 => format!(
+            "{:.0} (max {})",
+            p.latency_cycles as f64 / p.latency_samples as f64,
+            p.latency_max
+        ),
+        _ => "-".into(),
+    }
 }
 
 fn class_cell(l: &LineReport) -> String {
     match l.class {
         Some(c) => c.title().to_string(),
+        None if l.pmu.is_some() => "no transfer sampled".to_string(),
         None => "none after hot".to_string(),
     }
 }
@@ -85,6 +151,10 @@ pub fn render(
 ) -> String {
     let mut out = String::new();
     for p in processes {
+        if let Some(s) = &p.pmu {
+            let _ = writeln!(out, "{}", pmu_header(p, s));
+            continue;
+        }
         let _ = writeln!(
             out,
             "Sharing: process {} ({}): {} thread(s), {} reads and {} writes instrumented, {} transfers on all lines; {} line(s) became hot (after {}; line size {} B){}{}",
@@ -128,28 +198,30 @@ pub fn render(
         out,
         "\nShared cache lines, by cross-thread transfers (est. cost at {transfer_ns:.0} ns a transfer)"
     );
-    let mut t = new_table(
-        &[
-            "#",
-            "LINE",
-            "BELONGS TO",
-            "TRANSFERS",
-            "EST. COST (µs)",
-            "LOADS",
-            "STORES",
-            "THREADS",
-            "SHARING",
-            "FIXING SAVES",
-        ],
-        &[0, 3, 4, 5, 6, 7, 9],
-    );
+    let with_pmu = report.lines.iter().any(|l| l.pmu.is_some());
+    let mut headers = vec![
+        "#",
+        "LINE",
+        "BELONGS TO",
+        "TRANSFERS",
+        "EST. COST (µs)",
+        "LOADS",
+        "STORES",
+        "THREADS",
+        "SHARING",
+        "FIXING SAVES",
+    ];
+    if with_pmu {
+        headers.extend(["HITM LCL", "HITM RMT", "PEER", "LOAD LAT (cycles)"]);
+    }
+    let mut t = new_table(&headers, &[0, 3, 4, 5, 6, 7, 9, 10, 11, 12]);
     for (i, l) in report.lines.iter().enumerate() {
         let belongs = naming
             .lines
             .get(&line_key(l.pid, l.id))
             .cloned()
             .unwrap_or_else(|| "?".into());
-        t.add_row(vec![
+        let mut cells: Vec<String> = vec![
             (i + 1).to_string(),
             format!("{:#x}", l.address),
             belongs,
@@ -163,7 +235,12 @@ pub fn render(
                 || "-".into(),
                 |h| format!("{} ({})", h.transfers_removed, pct(h.reduction)),
             ),
-        ]);
+        ];
+        if with_pmu {
+            cells.extend(transfer_cells(&l.pmu));
+            cells.push(latency_cell(&l.pmu));
+        }
+        t.add_row(cells);
     }
     let _ = writeln!(out, "{t}");
     for (i, l) in report.lines.iter().take(top).enumerate() {
@@ -181,11 +258,15 @@ fn render_line(rank: usize, l: &LineReport, naming: &Naming) -> String {
         .unwrap_or_else(|| "?".into());
     let _ = writeln!(
         out,
-        "\nLine #{rank} {:#x} ({belongs}), pid {}: {} transfers ({} before it became hot), {}",
+        "\nLine #{rank} {:#x} ({belongs}), pid {}: {} transfers{}, {}",
         l.address,
         l.pid,
         l.transfers,
-        l.transfers_before_hot,
+        if l.pmu.is_some() {
+            " (estimated from HITM samples)".to_string()
+        } else {
+            format!(" ({} before it became hot)", l.transfers_before_hot)
+        },
         match l.class {
             Some(Class::FalseSharing) => format!(
                 "false sharing: threads touch disjoint bytes ({} false, {} true transfers)",
@@ -236,23 +317,31 @@ fn render_line(rank: usize, l: &LineReport, naming: &Naming) -> String {
         ]);
     }
     let _ = writeln!(out, "{fields}");
-    let mut t = new_table(
-        &[
-            "OFFSET",
-            "SIZE",
-            "ACCESS",
-            "TRANSFERS %",
-            "TRANSFERS",
-            "COUNT",
-            "THREAD",
-            "CODE ADDRESS",
-            "SYMBOL",
-            "SOURCE:LINE",
-            "CPUS",
-            "NODES",
-        ],
-        &[1, 3, 4, 5],
-    );
+    let with_pmu = l.pmu.is_some();
+    let mut headers = vec![
+        "OFFSET",
+        "SIZE",
+        "ACCESS",
+        "TRANSFERS %",
+        "TRANSFERS",
+        "COUNT",
+        "THREAD",
+        "CODE ADDRESS",
+        "SYMBOL",
+        "SOURCE:LINE",
+        "CPUS",
+        "NODES",
+    ];
+    if with_pmu {
+        headers.extend([
+            "SAMPLES",
+            "HITM LCL",
+            "HITM RMT",
+            "PEER",
+            "LOAD LAT (cycles)",
+        ]);
+    }
+    let mut t = new_table(&headers, &[1, 3, 4, 5, 12, 13, 14, 15]);
     for r in &l.rows {
         let code = naming.code.get(&code_key(l.pid, r.pc));
         let nodes: std::collections::BTreeSet<u32> = r
@@ -260,7 +349,7 @@ fn render_line(rank: usize, l: &LineReport, naming: &Naming) -> String {
             .iter()
             .filter_map(|c| naming.node_of_cpu.get(c).copied())
             .collect();
-        t.add_row(vec![
+        let mut cells: Vec<String> = vec![
             format!("+{:#x}", r.offset),
             r.size.to_string(),
             kind_name(r.kind).into(),
@@ -278,7 +367,13 @@ fn render_line(rank: usize, l: &LineReport, naming: &Naming) -> String {
             } else {
                 join(&nodes.into_iter().collect::<Vec<_>>())
             },
-        ]);
+        ];
+        if with_pmu {
+            cells.push(r.pmu.as_ref().map_or(0, |p| p.samples).to_string());
+            cells.extend(transfer_cells(&r.pmu));
+            cells.push(latency_cell(&r.pmu));
+        }
+        t.add_row(cells);
     }
     let _ = writeln!(out, "{t}");
     if let Some(h) = &l.hint {
@@ -460,6 +555,7 @@ mod tests {
             count: 20,
             transfers,
             cpus: vec![u32::from(thread)],
+            pmu: None,
         };
         let p = ProcessSharing {
             version: SHARING_VERSION,
@@ -496,6 +592,7 @@ mod tests {
                     beyond: 0,
                 }),
             }],
+            pmu: None,
         };
         let lines = analyse_process(&p, &[history], 100.0);
         let mut naming = Naming::default();

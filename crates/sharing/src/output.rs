@@ -154,6 +154,7 @@ fn collect(
                     count: e.count,
                     transfers: e.transfers,
                     cpus,
+                    pmu: None,
                 });
             }
         }
@@ -228,6 +229,7 @@ fn collect(
         threads: threads_info,
         totals,
         lines,
+        pmu: None,
     };
     (sharing, history)
 }

@@ -45,6 +45,49 @@ pub struct ProcessSharing {
     pub totals: Totals,
     /// Hot lines, each once per object lifetime (a line freed and reused is a new entry).
     pub lines: Vec<HotLine>,
+    /// Present when these results come from the PMU back end (memory samples of a perf.data
+    /// file) instead of the sharing runtime: counts are then estimates from samples (each
+    /// sample stands for its period), and accesses carry [`PmuAccess`] figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pmu: Option<PmuSummary>,
+}
+
+/// What the PMU back end read: raw sample counts, before any weighting.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PmuSummary {
+    /// The perf.data file's events (e.g. `cpu/mem-loads,ldlat=30/P`, `cpu/mem-stores/P`).
+    pub events: Vec<String>,
+    /// Load and store samples of this process with a data address.
+    pub samples: u64,
+    pub load_samples: u64,
+    pub store_samples: u64,
+    /// Loads modified in another core's cache on this node / on another node (perf c2c's
+    /// local and remote HITM), and loads served by a peer cache (AMD, Arm).
+    pub hitm_local: u64,
+    pub hitm_remote: u64,
+    pub peer: u64,
+    /// File-wide: memory samples without a data address, samples of other events, samples the
+    /// kernel lost, records that could not be decoded.
+    pub without_address: u64,
+    pub other_samples: u64,
+    pub lost: u64,
+    pub malformed: u64,
+    /// Threads beyond the 65535th of the process, counted under the last thread index.
+    #[serde(default)]
+    pub threads_folded: u64,
+}
+
+/// An access statistic's raw PMU figures (samples, not weighted by period).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PmuAccess {
+    pub samples: u64,
+    pub hitm_local: u64,
+    pub hitm_remote: u64,
+    pub peer: u64,
+    /// Sum, count and maximum of the load latencies (sample weights, core cycles).
+    pub latency_cycles: u64,
+    pub latency_samples: u64,
+    pub latency_max: u64,
 }
 
 fn exact() -> u32 {
@@ -172,6 +215,9 @@ pub struct AccessStat {
     pub transfers: u64,
     /// CPUs the accesses ran on (from `rdtscp`/`getcpu` when sampled; may be empty).
     pub cpus: Vec<u32>,
+    /// The PMU back end's raw figures for these accesses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pmu: Option<PmuAccess>,
 }
 
 /// Where a line's history window is in the `.hist` file.
@@ -435,6 +481,7 @@ mod tests {
                     count: 3,
                     transfers: 1,
                     cpus: vec![0],
+                    pmu: None,
                 }],
                 history: Some(HistoryRef {
                     first: 0,
@@ -442,6 +489,7 @@ mod tests {
                     beyond: 0,
                 }),
             }],
+            pmu: None,
         }
     }
 

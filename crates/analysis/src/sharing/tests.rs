@@ -48,6 +48,7 @@ fn stats(history: &[HistoryEntry]) -> Vec<AccessStat> {
                 count: 1,
                 transfers: u64::from(transfer),
                 cpus: vec![u32::from(e.thread)],
+                pmu: None,
             }),
         }
     }
@@ -98,6 +99,7 @@ fn process(history: &[HistoryEntry], with_history: bool) -> ProcessSharing {
                 beyond: 0,
             }),
         }],
+        pmu: None,
     }
 }
 

@@ -36,10 +36,44 @@ enum Command {
     ///
     /// Example: `contend c2c report`, `contend c2c report contend.data.1 --json`.
     Report(super::sharing::ReportArgs),
+    /// Read the memory samples of a perf.data file (`perf c2c record` or `perf mem record` on
+    /// a machine with Intel PEBS or AMD IBS) into a run directory, for `contend c2c report`.
+    ///
+    /// Example: `perf c2c record -o perf.data -- ./app && contend c2c import perf.data`.
+    Import(ImportArgs),
+}
+
+/// Which back end `c2c record` uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Backend {
+    /// The sharing runtime of a `contend cc` build, else the PMU when the machine has
+    /// memory-sampling events.
+    Auto,
+    /// The sharing runtime (the program must be built with `contend cc`).
+    Instrumentation,
+    /// The PMU's memory samples through `perf c2c record` (any program; needs PEBS or IBS).
+    Pmu,
+}
+
+#[derive(clap::Args)]
+pub struct ImportArgs {
+    /// The perf.data file.
+    #[arg(value_name = "PERF_DATA")]
+    file: PathBuf,
+    /// The run directory to create (an existing one is kept and the new run numbered).
+    #[arg(short = 'o', long = "output", value_name = "DIR", default_value = trace::DEFAULT_RUN_DIR)]
+    output: PathBuf,
+    /// The cache-line size, in bytes: 64, or 128 (adjacent-line prefetch).
+    #[arg(long, value_name = "BYTES", default_value_t = 64, value_parser = parse_line)]
+    line: u32,
 }
 
 #[derive(clap::Args)]
 pub struct RecordArgs {
+    /// Where the samples come from: `instrumentation` (a `contend cc` build), `pmu` (the
+    /// hardware's memory sampling through `perf c2c record`), or `auto` (the first that fits).
+    #[arg(long, value_enum, default_value_t = Backend::Auto)]
+    backend: Backend,
     /// The run directory to create (an existing one is kept and the new run numbered).
     #[arg(short = 'o', long = "output", value_name = "DIR", default_value = trace::DEFAULT_RUN_DIR)]
     output: PathBuf,
@@ -97,6 +131,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     match args.command {
         Command::Record(a) => record(a),
         Command::Report(a) => super::sharing::report(a),
+        Command::Import(a) => import(a),
     }
 }
 
@@ -219,35 +254,205 @@ pub fn memory_sampling(sys: &Path) -> Vec<&'static str> {
 
 const REBUILD: &str = "rebuild with `CC=\"contend cc --\" make` (or `contend cc -- gcc ...`)";
 
-/// Checks the program before anything is created: an instrumented program runs; anything else
-/// is refused with what to do. Returns the program's name as the command gives it.
-fn check_program(args: &RecordArgs) -> anyhow::Result<String> {
+/// Checks the program before anything is created and picks the back end: an instrumented
+/// program runs with its runtime; any other program goes to the PMU when the machine has
+/// memory sampling, and is refused with what to do when it has not. Returns the program's name
+/// as the command gives it.
+fn check_program(args: &RecordArgs) -> anyhow::Result<(String, Backend)> {
     let (name, _, inst) = program_of(&args.command);
+    let sys = args.sysfs.clone().unwrap_or_else(|| PathBuf::from("/sys"));
+    let events = memory_sampling(&sys);
+    if args.backend == Backend::Pmu {
+        if events.is_empty() {
+            return Err(bad_input(format!(
+                "--backend pmu: this machine has no memory-sampling events (PEBS mem-loads, AMD IBS, Arm SPE): {REBUILD} and use the instrumentation back end"
+            )));
+        }
+        if events == ["Arm SPE"] {
+            return Err(bad_input(
+                "--backend pmu: this machine samples memory with Arm SPE, whose samples perf keeps in an AUX trace that contend does not decode: use the instrumentation back end (`contend cc`)",
+            ));
+        }
+        return Ok((name, Backend::Pmu));
+    }
     match inst {
-        Instrumentation::Contend => Ok(name),
+        Instrumentation::Contend => Ok((name, Backend::Instrumentation)),
         Instrumentation::Unknown(why) => {
             eprintln!(
                 "contend: note: cannot tell whether {name} was built with `contend cc` ({why}); running it: without the sharing runtime nothing is recorded"
             );
-            Ok(name)
+            Ok((name, Backend::Instrumentation))
         }
         Instrumentation::Tsan => Err(bad_input(format!(
             "{name} was built with -fsanitize=thread and ThreadSanitizer's own runtime, not with `contend cc`: {REBUILD}"
         ))),
+        Instrumentation::None if args.backend == Backend::Instrumentation => Err(bad_input(format!(
+            "--backend instrumentation: {name} was not built with `contend cc`: {REBUILD}"
+        ))),
         Instrumentation::None => {
-            let sys = args.sysfs.clone().unwrap_or_else(|| PathBuf::from("/sys"));
-            let events = memory_sampling(&sys);
             if events.is_empty() {
                 Err(bad_input(format!(
                     "{name} was not built with `contend cc` and this machine has no memory-sampling events (PEBS mem-loads, AMD IBS, Arm SPE): {REBUILD}, or run on a machine with one"
                 )))
-            } else {
+            } else if events == ["Arm SPE"] {
                 Err(bad_input(format!(
-                    "{name} was not built with `contend cc`; this machine has memory-sampling events ({}), but contend's PMU back end for them is not available yet: {REBUILD}",
-                    events.join(", ")
+                    "{name} was not built with `contend cc`, and this machine's memory sampling (Arm SPE) keeps its samples in an AUX trace that contend does not decode: {REBUILD}"
                 )))
+            } else {
+                eprintln!(
+                    "contend: {name} was not built with `contend cc`; using the PMU back end ({}) through `perf c2c record`",
+                    events.join(", ")
+                );
+                Ok((name, Backend::Pmu))
             }
         }
+    }
+}
+
+/// The perf program: `$CONTEND_PERF`, else `perf` on the PATH.
+fn perf_program() -> anyhow::Result<PathBuf> {
+    if let Some(p) = std::env::var_os("CONTEND_PERF") {
+        return Ok(PathBuf::from(p));
+    }
+    super::cc::which("perf").ok_or_else(|| {
+        bad_input(
+            "the PMU back end runs `perf c2c record`, and perf is not installed: install it (Debian: `apt-get install linux-perf`; Fedora: `dnf install perf`) or set CONTEND_PERF",
+        )
+    })
+}
+
+/// Reads `data` (a perf.data file) and writes each sampled process's results into `run` as
+/// the instrumentation back end would (`sharing/PID.json`, `maps/sharing-PID.maps`). Returns
+/// what was read.
+pub fn import_perf_data(
+    run: &Path,
+    data: &Path,
+    line: u32,
+    program: &str,
+) -> anyhow::Result<observe::perfmem::PerfMem> {
+    let shown = data.display();
+    let bytes =
+        std::fs::read(data).map_err(|e| bad_input(format!("{shown}: cannot read it: {e}")))?;
+    let mem = observe::perfmem::read(&bytes).map_err(|e| bad_input(format!("{shown}: {e}")))?;
+    if mem.samples.is_empty() {
+        return Err(bad_input(format!(
+            "{shown} has no load or store samples with a data address ({} sample(s) of other events, {} without an address; events: {}): record it with `perf c2c record` or `perf mem record` on a machine with memory sampling (Intel PEBS, AMD IBS)",
+            mem.other_samples,
+            mem.without_address,
+            mem.events.join(", ")
+        )));
+    }
+    let sdir = run.join("sharing");
+    let mdir = run.join("maps");
+    std::fs::create_dir_all(&sdir)?;
+    std::fs::create_dir_all(&mdir)?;
+    for p in observe::perfmem::to_sharing(&mem, line, program) {
+        std::fs::write(
+            sdir.join(format!("{}.json", p.pid)),
+            serde_json::to_vec_pretty(&p)?,
+        )?;
+        if let Some(maps) = mem.mappings.get(&p.pid) {
+            std::fs::write(
+                mdir.join(format!("sharing-{}.maps", p.pid)),
+                observe::perfmem::maps_text(maps),
+            )?;
+        }
+    }
+    Ok(mem)
+}
+
+fn pmu_meta(line: u32) -> trace::meta::SharingMeta {
+    trace::meta::SharingMeta {
+        backend: "pmu".into(),
+        line_size: line,
+        hot_after: None,
+        exhaustive: false,
+        window: None,
+        processes: Vec::new(),
+    }
+}
+
+fn import(args: ImportArgs) -> anyhow::Result<()> {
+    if !args.file.is_file() {
+        return Err(bad_input(format!(
+            "{}: no such file (give the perf.data file `perf c2c record -o FILE` wrote)",
+            args.file.display()
+        )));
+    }
+    // Read before creating anything: a file that is not usable leaves no empty run behind.
+    let probe = std::fs::read(&args.file)
+        .map_err(|e| bad_input(format!("{}: cannot read it: {e}", args.file.display())))?;
+    observe::perfmem::check_sections(&probe)
+        .map_err(|e| bad_input(format!("{}: {e}", args.file.display())))?;
+    drop(probe);
+    let staging = tempdir_for(&args.output)?;
+    let program = args.file.display().to_string();
+    let mem = import_perf_data(staging.path(), &args.file, args.line, &program)?;
+    let run = RunDir::create(&args.output).map_err(|e| anyhow::anyhow!("{e}"))?;
+    for sub in ["sharing", "maps"] {
+        let from = staging.path().join(sub);
+        if from.is_dir() {
+            std::fs::rename(&from, run.path().join(sub))?;
+        }
+    }
+    drop(staging);
+    let mut meta = Meta::new(
+        mem.cmdline
+            .clone()
+            .unwrap_or_else(|| vec![format!("perf.data {}", args.file.display())]),
+    );
+    meta.recorded_by = std::env::args().collect();
+    meta.captured.push("sharing".into());
+    let mut sharing = pmu_meta(args.line);
+    sharing.processes = collect_sharing(run.path());
+    meta.sharing = Some(sharing.clone());
+    run.write_meta(&meta).map_err(|e| anyhow::anyhow!("{e}"))?;
+    report_losses(&mem);
+    eprintln!(
+        "contend: imported {} memory samples of {} process(es) from {} into {3}; see contend c2c report {3}",
+        mem.samples.len(),
+        sharing.processes.len(),
+        args.file.display(),
+        run.path().display()
+    );
+    Ok(())
+}
+
+/// A scratch directory beside the run directory-to-be (removed when dropped).
+fn tempdir_for(output: &Path) -> anyhow::Result<tempfile::TempDir> {
+    let parent = output
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    tempfile::Builder::new()
+        .prefix(".contend-import-")
+        .tempdir_in(parent)
+        .map_err(|e| {
+            bad_input(format!(
+                "cannot create the run directory in {}: {e}",
+                parent.display()
+            ))
+        })
+}
+
+fn report_losses(mem: &observe::perfmem::PerfMem) {
+    if mem.lost > 0 {
+        eprintln!(
+            "contend: warning: the kernel lost {} sample(s) while perf recorded (raise perf's buffer with -m, or sample less often)",
+            mem.lost
+        );
+    }
+    if mem.without_address > 0 {
+        eprintln!(
+            "contend: note: {} memory sample(s) had no data address and are not in the model",
+            mem.without_address
+        );
+    }
+    if mem.malformed > 0 {
+        eprintln!(
+            "contend: warning: {} record(s) of the perf.data file could not be decoded and were skipped",
+            mem.malformed
+        );
     }
 }
 
@@ -328,7 +533,20 @@ fn record(args: RecordArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
-    let program = check_program(&args)?;
+    let (program, backend) = check_program(&args)?;
+    let perf = match backend {
+        Backend::Pmu => {
+            if args.hot_after.is_some()
+                || args.exhaustive
+                || args.window.is_some()
+                || args.sample.is_some()
+            {
+                eprintln!("contend: note: --hot-after, --exhaustive, --window and --sample shape the sharing runtime; the PMU back end ignores them");
+            }
+            Some(perf_program()?)
+        }
+        _ => None,
+    };
 
     let run = RunDir::create(&args.output).map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut meta = Meta::new(args.command.clone());
@@ -347,25 +565,31 @@ fn record(args: RecordArgs) -> anyhow::Result<()> {
         meta.captured.push("schedstat".into());
     }
     meta.captured.push("sharing".into());
-    let mut sharing = trace::meta::SharingMeta {
-        backend: "instrumentation".into(),
-        line_size: args.line,
-        hot_after: args.hot_after,
-        exhaustive: args.exhaustive,
-        window: args.window,
-        processes: Vec::new(),
+    let mut sharing = match backend {
+        Backend::Pmu => pmu_meta(args.line),
+        _ => trace::meta::SharingMeta {
+            backend: "instrumentation".into(),
+            line_size: args.line,
+            hot_after: args.hot_after,
+            exhaustive: args.exhaustive,
+            window: args.window,
+            processes: Vec::new(),
+        },
     };
     meta.sharing = Some(sharing.clone());
     run.write_meta(&meta).map_err(|e| anyhow::anyhow!("{e}"))?;
 
     let dir = absolute(run.path());
-    let mut env = vec![
-        (
+    // The runtime's settings, for the instrumentation back end only: under the PMU back end
+    // a `contend cc` build's runtime stays inactive, so that one back end writes the results.
+    let mut env = Vec::new();
+    if perf.is_none() {
+        env.push((
             "CONTEND_SHARING_DIR".to_string(),
             dir.to_string_lossy().into_owned(),
-        ),
-        ("CONTEND_SHARING_LINE".to_string(), args.line.to_string()),
-    ];
+        ));
+        env.push(("CONTEND_SHARING_LINE".to_string(), args.line.to_string()));
+    }
     if let Some(n) = args.hot_after {
         env.push(("CONTEND_SHARING_HOT_AFTER".into(), n.to_string()));
     }
@@ -378,12 +602,32 @@ fn record(args: RecordArgs) -> anyhow::Result<()> {
     if let Some(n) = args.sample {
         env.push(("CONTEND_SHARING_SAMPLE".into(), n.to_string()));
     }
+    // The PMU back end runs the program under `perf c2c record`, into the run directory.
+    let perf_data = dir.join("sharing").join("perf.data");
+    let command: Vec<String> = match &perf {
+        Some(perf) => {
+            std::fs::create_dir_all(dir.join("sharing"))?;
+            let mut c = vec![
+                perf.to_string_lossy().into_owned(),
+                "c2c".into(),
+                "record".into(),
+                "-o".into(),
+                perf_data.to_string_lossy().into_owned(),
+                "--".into(),
+            ];
+            c.extend(args.command.iter().cloned());
+            c
+        }
+        None => args.command.clone(),
+    };
     eprintln!(
         "contend: recording cache-line sharing of {} into {} ({}-byte lines, {})",
         program,
         run.path().display(),
         args.line,
-        if args.exhaustive {
+        if perf.is_some() {
+            "memory samples of the PMU through `perf c2c record`".to_string()
+        } else if args.exhaustive {
             "every line tracked".to_string()
         } else if let Some(n) = args.hot_after {
             format!("lines tracked in detail after {n} transfers")
@@ -393,7 +637,7 @@ fn record(args: RecordArgs) -> anyhow::Result<()> {
     );
 
     let outcome = launch::run(Plan {
-        command: &args.command,
+        command: &command,
         run: &run,
         locks: None,
         poll: Duration::from_millis(1),
@@ -401,7 +645,12 @@ fn record(args: RecordArgs) -> anyhow::Result<()> {
         cpus,
         capture_output: false,
         env,
-        counters: super::record::counters_wanted(),
+        // Hardware counters would compete with perf's PEBS/IBS events for the PMU.
+        counters: if perf.is_some() {
+            Vec::new()
+        } else {
+            super::record::counters_wanted()
+        },
     });
     let outcome = match outcome {
         Ok(o) => o,
@@ -433,6 +682,35 @@ fn record(args: RecordArgs) -> anyhow::Result<()> {
         true,
     );
     meta.streams = outcome.streams;
+    let perf_failed = perf.is_some() && meta.exit_status.is_some_and(|c| c != 0);
+    if perf.is_some() {
+        let empty = std::fs::metadata(&perf_data).map_or(true, |m| m.len() == 0);
+        if empty {
+            let why = format!(
+                "`perf c2c record` wrote no samples{} (see its messages above; memory sampling may need root or a lower kernel.perf_event_paranoid)",
+                match meta.exit_status {
+                    Some(c) if perf_failed => format!(" and exited with {c}"),
+                    _ => String::new(),
+                }
+            );
+            eprintln!("contend: warning: {why}");
+            meta.unavailable.push(Unavailable {
+                what: "sharing".into(),
+                why,
+            });
+        } else {
+            match import_perf_data(run.path(), &perf_data, args.line, &program) {
+                Ok(mem) => report_losses(&mem),
+                Err(e) => {
+                    eprintln!("contend: warning: {e}");
+                    meta.unavailable.push(Unavailable {
+                        what: "sharing".into(),
+                        why: e.to_string(),
+                    });
+                }
+            }
+        }
+    }
     sharing.processes = collect_sharing(run.path());
     for p in sharing.processes.iter().filter(|p| p.error.is_some()) {
         let why = p.error.clone().unwrap_or_default();
@@ -447,7 +725,7 @@ fn record(args: RecordArgs) -> anyhow::Result<()> {
         .iter()
         .filter(|p| p.error.is_none())
         .count();
-    if sharing.processes.is_empty() {
+    if sharing.processes.is_empty() && perf.is_none() {
         meta.unavailable.push(Unavailable {
             what: "sharing".into(),
             why: "the program wrote no sharing results: it was not built with `contend cc`, or it did not exit normally".into(),
@@ -464,7 +742,12 @@ fn record(args: RecordArgs) -> anyhow::Result<()> {
             run.path().display()
         );
     }
-    if sharing.processes.is_empty() {
+    if sharing.processes.is_empty() && perf.is_some() {
+        eprintln!(
+            "contend: warning: no memory samples were imported into {} (see above)",
+            run.path().display()
+        );
+    } else if sharing.processes.is_empty() {
         eprintln!(
             "contend: warning: no sharing results were written into {}: the program was not built with `contend cc` ({REBUILD}), or it did not exit normally (killed, or ended by _exit)",
             run.path().display()

@@ -120,6 +120,7 @@ pub fn load(run: &Path, transfer_ns: f64) -> anyhow::Result<Option<Loaded>> {
             hot_lines: process.totals.hot_lines,
             hot_lines_dropped: process.totals.hot_lines_dropped,
             history_dropped: process.totals.history_dropped,
+            pmu: process.pmu.clone(),
         });
         name_process(run, &process, &mut naming);
         lines.extend(analysis::sharing::analyse_process(
