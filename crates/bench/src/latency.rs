@@ -1,0 +1,316 @@
+//! `bench latency`: how long a cache line takes to go from one CPU to another. Two threads,
+//! pinned to the two CPUs, pass a line back and forth; a round trip is two transfers, so one
+//! transfer is half a round trip. The method of the `core-to-core-latency` crate (CAS on one
+//! line), plus a read/write variant on two lines that uses no locked instruction.
+
+use crate::placement;
+use crate::stats::Stats;
+use crate::BenchError;
+use serde::Serialize;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Instant;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// One line; each side compare-and-swaps it from the other side's value to its own.
+    Cas,
+    /// Two lines; each side stores the round number into its own line and spins reading the
+    /// other's.
+    Rw,
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "cas" => Ok(Mode::Cas),
+            "rw" => Ok(Mode::Rw),
+            _ => Err(format!("unknown latency mode `{s}`: use cas or rw")),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct LatencyOptions {
+    pub mode: Mode,
+    /// Samples kept per pair.
+    pub samples: u32,
+    /// Round trips timed together as one sample.
+    pub round_trips: u32,
+    /// Samples run first and discarded.
+    pub warmup_samples: u32,
+}
+
+impl Default for LatencyOptions {
+    /// core-to-core-latency's defaults: 300 samples of 1000 round trips.
+    fn default() -> Self {
+        LatencyOptions {
+            mode: Mode::Cas,
+            samples: 300,
+            round_trips: 1000,
+            warmup_samples: 30,
+        }
+    }
+}
+
+/// One pair of CPUs.
+#[derive(Debug, Clone, Serialize)]
+pub struct PairLatency {
+    /// The CPU that times (ping).
+    pub from: u32,
+    pub to: u32,
+    /// One transfer, ns: the mean over samples of elapsed / round trips / 2.
+    pub mean_ns: f64,
+    /// Standard error of that mean, ns.
+    pub stderr_ns: Option<f64>,
+    pub min_ns: f64,
+    pub max_ns: f64,
+    pub samples: usize,
+}
+
+/// A CPU's place, for grouping the matrix.
+#[derive(Debug, Clone, Serialize)]
+pub struct CpuPlace {
+    pub cpu: u32,
+    pub node: Option<u32>,
+    /// Index of its L3 in the topology's caches (CPUs sharing an L3 share it).
+    pub l3: Option<usize>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LatencyReport {
+    pub options: LatencyOptions,
+    /// Ordered by node, then L3, then CPU number.
+    pub cpus: Vec<CpuPlace>,
+    /// Every unordered pair once.
+    pub pairs: Vec<PairLatency>,
+}
+
+impl LatencyReport {
+    pub fn pair(&self, a: u32, b: u32) -> Option<&PairLatency> {
+        self.pairs
+            .iter()
+            .find(|p| (p.from, p.to) == (a, b) || (p.from, p.to) == (b, a))
+    }
+}
+
+/// Places `cpus` on the topology and orders them by node, L3, CPU.
+pub fn places(t: &topology::Topology, cpus: &[u32]) -> Vec<CpuPlace> {
+    let mut out: Vec<CpuPlace> = cpus
+        .iter()
+        .map(|&cpu| CpuPlace {
+            cpu,
+            node: t.node_of_cpu(cpu),
+            l3: t
+                .caches
+                .iter()
+                .position(|c| c.level == 3 && c.cpus.contains(cpu)),
+        })
+        .collect();
+    out.sort_by_key(|p| {
+        (
+            p.node.unwrap_or(u32::MAX),
+            p.l3.unwrap_or(usize::MAX),
+            p.cpu,
+        )
+    });
+    out
+}
+
+#[repr(C, align(128))]
+struct Padded(AtomicU64);
+
+/// Measures every pair of `cpus` (ordered by `places`).
+pub fn matrix(
+    cpus: Vec<CpuPlace>,
+    options: LatencyOptions,
+    mut progress: impl FnMut(usize, usize),
+) -> Result<LatencyReport, BenchError> {
+    let total = cpus.len() * cpus.len().saturating_sub(1) / 2;
+    let mut pairs = Vec::with_capacity(total);
+    for (i, a) in cpus.iter().enumerate() {
+        for b in &cpus[i + 1..] {
+            pairs.push(measure_pair(a.cpu, b.cpu, &options)?);
+            progress(pairs.len(), total);
+        }
+    }
+    Ok(LatencyReport {
+        options,
+        cpus,
+        pairs,
+    })
+}
+
+/// One pair: `from` times, `to` answers.
+pub fn measure_pair(
+    from: u32,
+    to: u32,
+    options: &LatencyOptions,
+) -> Result<PairLatency, BenchError> {
+    let lines = [Padded(AtomicU64::new(0)), Padded(AtomicU64::new(0))];
+    let abort = AtomicBool::new(false);
+    let ready = AtomicBool::new(false);
+    let rounds =
+        u64::from(options.samples + options.warmup_samples) * u64::from(options.round_trips);
+    let mode = options.mode;
+    let sample_ns: Result<Vec<f64>, BenchError> = std::thread::scope(|scope| {
+        let (lines, abort, ready) = (&lines, &abort, &ready);
+        let pong = scope.spawn(move || {
+            if let Err(e) = placement::pin_current_thread(to) {
+                abort.store(true, Ordering::SeqCst);
+                return Err(BenchError::Pin { cpu: to, source: e });
+            }
+            ready.store(true, Ordering::SeqCst);
+            for k in 0..rounds {
+                if !answer(mode, lines, k, abort) {
+                    return Err(BenchError::Aborted);
+                }
+            }
+            Ok(())
+        });
+        let ping = scope.spawn(move || {
+            if let Err(e) = placement::pin_current_thread(from) {
+                abort.store(true, Ordering::SeqCst);
+                return Err(BenchError::Pin {
+                    cpu: from,
+                    source: e,
+                });
+            }
+            while !ready.load(Ordering::Acquire) {
+                if abort.load(Ordering::Relaxed) {
+                    return Err(BenchError::Aborted);
+                }
+                std::hint::spin_loop();
+            }
+            let mut k = 0u64;
+            let mut out = Vec::with_capacity(options.samples as usize);
+            for s in 0..options.samples + options.warmup_samples {
+                let start = Instant::now();
+                for _ in 0..options.round_trips {
+                    if !serve(mode, lines, k, abort) {
+                        return Err(BenchError::Aborted);
+                    }
+                    k += 1;
+                }
+                let ns = start.elapsed().as_nanos() as f64;
+                if s >= options.warmup_samples {
+                    out.push(ns / f64::from(options.round_trips) / 2.0);
+                }
+            }
+            Ok(out)
+        });
+        let ping = ping.join().unwrap_or(Err(BenchError::Aborted));
+        if ping.is_err() {
+            abort.store(true, Ordering::SeqCst);
+        }
+        let pong = pong.join().unwrap_or(Err(BenchError::Aborted));
+        match (ping, pong) {
+            (Ok(v), Ok(())) => Ok(v),
+            (Err(BenchError::Aborted), Err(e)) | (Err(e), _) | (_, Err(e)) => Err(e),
+        }
+    });
+    let values = sample_ns?;
+    let stats = Stats::of(&values).ok_or(BenchError::Aborted)?;
+    Ok(PairLatency {
+        from,
+        to,
+        mean_ns: stats.mean,
+        stderr_ns: stats.standard_error(),
+        min_ns: stats.min,
+        max_ns: stats.max,
+        samples: stats.n,
+    })
+}
+
+/// Checks for an abort every this many spins (a relaxed load of a line nobody writes).
+const ABORT_CHECK_EVERY: u32 = 1 << 16;
+
+/// Ping's half of round `k`: CAS the line from 2k to 2k+1 (CAS mode), or store k+1 to line 0
+/// and wait for line 1 to say k+1 (rw mode). False when aborted.
+fn serve(mode: Mode, lines: &[Padded; 2], k: u64, abort: &AtomicBool) -> bool {
+    match mode {
+        Mode::Cas => spin_until(abort, || {
+            lines[0]
+                .0
+                .compare_exchange(2 * k, 2 * k + 1, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        }),
+        Mode::Rw => {
+            lines[0].0.store(k + 1, Ordering::Release);
+            spin_until(abort, || lines[1].0.load(Ordering::Acquire) == k + 1)
+        }
+    }
+}
+
+/// Pong's half: CAS from 2k+1 to 2k+2, or wait for line 0 to say k+1 and answer on line 1.
+fn answer(mode: Mode, lines: &[Padded; 2], k: u64, abort: &AtomicBool) -> bool {
+    match mode {
+        Mode::Cas => spin_until(abort, || {
+            lines[0]
+                .0
+                .compare_exchange(2 * k + 1, 2 * k + 2, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        }),
+        Mode::Rw => {
+            let ok = spin_until(abort, || lines[0].0.load(Ordering::Acquire) == k + 1);
+            lines[1].0.store(k + 1, Ordering::Release);
+            ok
+        }
+    }
+}
+
+fn spin_until(abort: &AtomicBool, mut done: impl FnMut() -> bool) -> bool {
+    let mut spins = 0u32;
+    while !done() {
+        spins = spins.wrapping_add(1);
+        if spins % ABORT_CHECK_EVERY == 0 && abort.load(Ordering::Relaxed) {
+            return false;
+        }
+        std::hint::spin_loop();
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn places_group_by_node_then_l3() {
+        let t = topology::Topology::synthetic("2x2x1").unwrap();
+        let p = places(&t, &[3, 0, 2, 1]);
+        let order: Vec<u32> = p.iter().map(|c| c.cpu).collect();
+        assert_eq!(order, [0, 1, 2, 3]);
+        assert_eq!(p[2].node, Some(1));
+        assert_ne!(p[0].l3, p[2].l3);
+    }
+
+    #[test]
+    fn a_pair_on_this_machine_gives_a_positive_latency_with_its_error() {
+        let cpus: Vec<u32> = placement::affinity().unwrap().iter().collect();
+        if cpus.len() < 2 {
+            eprintln!("skipped: this process may run on one CPU only");
+            return;
+        }
+        let (a, b) = (cpus[0], cpus[1]);
+        for mode in [Mode::Cas, Mode::Rw] {
+            let opts = LatencyOptions {
+                mode,
+                samples: 20,
+                round_trips: 200,
+                warmup_samples: 2,
+            };
+            let p = measure_pair(a, b, &opts).unwrap();
+            assert_eq!(p.samples, 20);
+            assert!(p.mean_ns > 0.0 && p.min_ns <= p.mean_ns && p.mean_ns <= p.max_ns);
+            assert!(p.stderr_ns.unwrap() >= 0.0);
+        }
+    }
+
+    #[test]
+    fn a_cpu_that_cannot_be_pinned_is_an_error_not_a_hang() {
+        let e = measure_pair(0, 60_000, &LatencyOptions::default()).unwrap_err();
+        assert!(matches!(e, BenchError::Pin { cpu: 60_000, .. }), "{e}");
+    }
+}
