@@ -264,7 +264,7 @@ fn spin_until(abort: &AtomicBool, mut done: impl FnMut() -> bool) -> bool {
     let mut spins = 0u32;
     while !done() {
         spins = spins.wrapping_add(1);
-        if spins % ABORT_CHECK_EVERY == 0 && abort.load(Ordering::Relaxed) {
+        if spins.is_multiple_of(ABORT_CHECK_EVERY) && abort.load(Ordering::Relaxed) {
             return false;
         }
         std::hint::spin_loop();
