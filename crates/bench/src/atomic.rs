@@ -36,7 +36,26 @@ pub struct CpuSample {
     pub elapsed_ns: u64,
     /// elapsed_ns / iterations.
     pub ns_per_op: f64,
+    /// The thread's CPU time over the timed loop: below `elapsed_ns` when something else ran
+    /// on its CPU meanwhile.
+    pub cpu_ns: u64,
 }
+
+impl CpuSample {
+    /// Share of the timed loop the thread was not running (another process had its CPU).
+    pub fn lost_fraction(&self) -> f64 {
+        if self.elapsed_ns == 0 {
+            return 0.0;
+        }
+        (1.0 - self.cpu_ns as f64 / self.elapsed_ns as f64).max(0.0)
+    }
+}
+
+/// A run in which a thread lost more than this share of its timed loop is run again: while
+/// one thread is off its CPU the others run uncontended, and its own time is inflated.
+pub const MAX_LOST_FRACTION: f64 = 0.05;
+/// Attempts at a run before the last one is kept, flagged as disturbed.
+pub const ATTEMPTS: u32 = 4;
 
 /// One operation at one step, over every repeat.
 #[derive(Debug, Clone, Serialize)]
@@ -52,6 +71,11 @@ pub struct StepResult {
     pub stats: Stats,
     /// Each repeat's mean over its CPUs (ns/op): the repeat-to-repeat spread.
     pub repeat_means: Vec<f64>,
+    /// Runs kept although a thread lost more than [`MAX_LOST_FRACTION`] of its time to other
+    /// processes in every attempt.
+    pub disturbed_runs: u32,
+    /// Runs done again because a thread lost time to other processes.
+    pub rerun: u32,
 }
 
 impl StepResult {
@@ -98,12 +122,25 @@ pub fn run(
     notes.extend(region.note.clone());
     let mut samples: Vec<Vec<Vec<Vec<CpuSample>>>> =
         vec![vec![Vec::new(); ops.len()]; plan.steps.len()];
+    let mut disturbed = vec![vec![0u32; ops.len()]; plan.steps.len()];
+    let mut rerun = vec![vec![0u32; ops.len()]; plan.steps.len()];
     let total = plan.steps.len() * ops.len() * options.repeat as usize;
     let mut done = 0;
     for _ in 0..options.repeat {
         for (s, cpus) in plan.steps.iter().enumerate() {
             for (o, &op) in ops.iter().enumerate() {
-                samples[s][o].push(run_step(op, cpus, &region, &options)?);
+                let mut attempt = 1;
+                let run = loop {
+                    let run = run_step(op, cpus, &region, &options)?;
+                    let calm = run.iter().all(|c| c.lost_fraction() <= MAX_LOST_FRACTION);
+                    if calm || attempt == ATTEMPTS {
+                        disturbed[s][o] += u32::from(!calm);
+                        break run;
+                    }
+                    rerun[s][o] += 1;
+                    attempt += 1;
+                };
+                samples[s][o].push(run);
                 done += 1;
                 progress(Progress { done, total });
             }
@@ -126,8 +163,18 @@ pub fn run(
                 stats: Stats::of(&all).expect("a step has at least one CPU"),
                 runs,
                 repeat_means,
+                disturbed_runs: disturbed[s][o],
+                rerun: rerun[s][o],
             });
         }
+    }
+    let kept: u32 = disturbed.iter().flatten().sum();
+    if kept > 0 {
+        notes.push(format!(
+            "{kept} run(s) kept although a thread lost more than {:.0} % of its time to other \
+             processes in each of {ATTEMPTS} attempts: the machine is busy, figures are noisy",
+            MAX_LOST_FRACTION * 100.0
+        ));
     }
     Ok(AtomicReport {
         pattern: plan.pattern,
@@ -180,10 +227,12 @@ pub fn run_step(
                         }
                         std::hint::spin_loop();
                     }
+                    let cpu_start = thread_cpu_ns();
                     let start = Instant::now();
                     // SAFETY: as above.
                     unsafe { op.burn(line, options.iterations) };
                     let elapsed = start.elapsed();
+                    let cpu_ns = thread_cpu_ns().saturating_sub(cpu_start);
                     executed += options.iterations;
                     finished.fetch_add(1, Ordering::SeqCst);
                     while finished.load(Ordering::Acquire) < n {
@@ -197,6 +246,7 @@ pub fn run_step(
                             cpu,
                             elapsed_ns,
                             ns_per_op: elapsed_ns as f64 / options.iterations as f64,
+                            cpu_ns,
                         },
                         executed,
                     ))
@@ -228,4 +278,15 @@ pub fn run_step(
     op.check_effect(&region.read(), executed)
         .map_err(BenchError::Unchecked)?;
     Ok(out)
+}
+
+/// The calling thread's CPU time, ns.
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }

@@ -162,6 +162,7 @@ mod tests {
                         cpu: c as u32,
                         elapsed_ns: (x * 1000.0) as u64,
                         ns_per_op: x,
+                        cpu_ns: (x * 1000.0) as u64,
                     })
                     .collect();
                 StepResult {
@@ -172,6 +173,8 @@ mod tests {
                     runs: vec![run; repeat as usize],
                     stats: Stats::of(v).unwrap(),
                     repeat_means: vec![v.iter().sum::<f64>() / v.len() as f64; repeat as usize],
+                    disturbed_runs: 0,
+                    rerun: 0,
                 }
             })
             .collect();

@@ -186,6 +186,9 @@ fn run_atomic(a: AtomicArgs) -> anyhow::Result<()> {
     let report = bench::atomic::run(&plan, &a.op, options, |p| bar.set_position(p.done as u64));
     bar.finish_and_clear();
     let report = report?;
+    for note in report.notes.iter().skip(plan.notes.len()) {
+        eprintln!("contend: note: {note}");
+    }
     write_atomic(&report, &a)
 }
 
