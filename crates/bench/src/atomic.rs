@@ -36,23 +36,27 @@ pub struct CpuSample {
     pub elapsed_ns: u64,
     /// elapsed_ns / iterations.
     pub ns_per_op: f64,
-    /// The thread's CPU time over the timed loop: below `elapsed_ns` when something else ran
-    /// on its CPU meanwhile.
-    pub cpu_ns: u64,
+    /// Wall time from the thread's arrival at the start barrier until every thread had
+    /// finished its timed loop: a span that covers every thread's timed loop.
+    pub span_ns: u64,
+    /// The thread's CPU time over that span: below `span_ns` when something else ran on its
+    /// CPU meanwhile.
+    pub span_cpu_ns: u64,
 }
 
 impl CpuSample {
-    /// Share of the timed loop the thread was not running (another process had its CPU).
+    /// Share of the span the thread was not running (another process had its CPU). While it
+    /// was off, the other threads' timed loops ran without it: less contended than they say.
     pub fn lost_fraction(&self) -> f64 {
-        if self.elapsed_ns == 0 {
+        if self.span_ns == 0 {
             return 0.0;
         }
-        (1.0 - self.cpu_ns as f64 / self.elapsed_ns as f64).max(0.0)
+        (1.0 - self.span_cpu_ns as f64 / self.span_ns as f64).max(0.0)
     }
 }
 
-/// A run in which a thread lost more than this share of its timed loop is run again: while
-/// one thread is off its CPU the others run uncontended, and its own time is inflated.
+/// A run in which a thread lost more than this share of its span is run again: while one
+/// thread is off its CPU the others run uncontended, and its own time is inflated.
 pub const MAX_LOST_FRACTION: f64 = 0.05;
 /// Attempts at a run before the last one is kept, flagged as disturbed.
 pub const ATTEMPTS: u32 = 4;
@@ -220,6 +224,8 @@ pub fn run_step(
                     // SAFETY: the region is SHARED_BYTES, page aligned, alive for the scope.
                     unsafe { op.burn(line, options.warmup_iterations) };
                     let mut executed = options.warmup_iterations;
+                    let span_cpu_start = thread_cpu_ns();
+                    let span_start = Instant::now();
                     arrived.fetch_add(1, Ordering::SeqCst);
                     while arrived.load(Ordering::Acquire) < n {
                         if abort.load(Ordering::Relaxed) {
@@ -227,12 +233,10 @@ pub fn run_step(
                         }
                         std::hint::spin_loop();
                     }
-                    let cpu_start = thread_cpu_ns();
                     let start = Instant::now();
                     // SAFETY: as above.
                     unsafe { op.burn(line, options.iterations) };
                     let elapsed = start.elapsed();
-                    let cpu_ns = thread_cpu_ns().saturating_sub(cpu_start);
                     executed += options.iterations;
                     finished.fetch_add(1, Ordering::SeqCst);
                     while finished.load(Ordering::Acquire) < n {
@@ -240,13 +244,16 @@ pub fn run_step(
                         unsafe { op.burn(line, KEEP_BUSY_CHUNK) };
                         executed += KEEP_BUSY_CHUNK;
                     }
+                    let span_ns = span_start.elapsed().as_nanos() as u64;
+                    let span_cpu_ns = thread_cpu_ns().saturating_sub(span_cpu_start);
                     let elapsed_ns = elapsed.as_nanos() as u64;
                     Ok((
                         CpuSample {
                             cpu,
                             elapsed_ns,
                             ns_per_op: elapsed_ns as f64 / options.iterations as f64,
-                            cpu_ns,
+                            span_ns,
+                            span_cpu_ns,
                         },
                         executed,
                     ))

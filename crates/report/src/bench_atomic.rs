@@ -162,7 +162,8 @@ mod tests {
                         cpu: c as u32,
                         elapsed_ns: (x * 1000.0) as u64,
                         ns_per_op: x,
-                        cpu_ns: (x * 1000.0) as u64,
+                        span_ns: (x * 1000.0) as u64,
+                        span_cpu_ns: (x * 1000.0) as u64,
                     })
                     .collect();
                 StepResult {
