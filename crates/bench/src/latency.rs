@@ -66,7 +66,14 @@ pub struct PairLatency {
     pub stderr_ns: Option<f64>,
     pub min_ns: f64,
     pub max_ns: f64,
+    /// Samples the mean is over.
     pub samples: usize,
+    /// Samples in which either thread was off its CPU for more than 5 % of the sample (another
+    /// process ran there: the sample timed a scheduling delay, not a transfer). Left out of
+    /// the mean unless they are more than half.
+    pub disturbed_samples: usize,
+    /// True when the disturbed samples were more than half and are in the mean.
+    pub disturbed_kept: bool,
 }
 
 /// A CPU's place, for grouping the matrix.
@@ -74,7 +81,7 @@ pub struct PairLatency {
 pub struct CpuPlace {
     pub cpu: u32,
     pub node: Option<u32>,
-    /// Index of its L3 in the topology's caches (CPUs sharing an L3 share it).
+    /// Which L3 it uses, numbered among the topology's L3 instances (0, 1, ...).
     pub l3: Option<usize>,
 }
 
@@ -102,10 +109,7 @@ pub fn places(t: &topology::Topology, cpus: &[u32]) -> Vec<CpuPlace> {
         .map(|&cpu| CpuPlace {
             cpu,
             node: t.node_of_cpu(cpu),
-            l3: t
-                .caches
-                .iter()
-                .position(|c| c.level == 3 && c.cpus.contains(cpu)),
+            l3: t.caches_at(3).position(|c| c.cpus.contains(cpu)),
         })
         .collect();
     out.sort_by_key(|p| {
@@ -151,10 +155,13 @@ pub fn measure_pair(
     let lines = [Padded(AtomicU64::new(0)), Padded(AtomicU64::new(0))];
     let abort = AtomicBool::new(false);
     let ready = AtomicBool::new(false);
-    let rounds =
-        u64::from(options.samples + options.warmup_samples) * u64::from(options.round_trips);
+    let total_samples = options.samples + options.warmup_samples;
     let mode = options.mode;
-    let sample_ns: Result<Vec<f64>, BenchError> = std::thread::scope(|scope| {
+    let round_trips = options.round_trips;
+    // Per sample: (one-way latency, share of the sample's wall time the thread was off its
+    // CPU). Pong keeps its own shares, sample for sample, in the same rounds.
+    type Samples = Vec<(f64, f64)>;
+    let measured: Result<(Samples, Vec<f64>), BenchError> = std::thread::scope(|scope| {
         let (lines, abort, ready) = (&lines, &abort, &ready);
         let pong = scope.spawn(move || {
             if let Err(e) = placement::pin_current_thread(to) {
@@ -162,12 +169,19 @@ pub fn measure_pair(
                 return Err(BenchError::Pin { cpu: to, source: e });
             }
             ready.store(true, Ordering::SeqCst);
-            for k in 0..rounds {
-                if !answer(mode, lines, k, abort) {
-                    return Err(BenchError::Aborted);
+            let mut lost = Vec::with_capacity(total_samples as usize);
+            let mut k = 0u64;
+            for _ in 0..total_samples {
+                let (cpu, start) = (thread_cpu_ns(), Instant::now());
+                for _ in 0..round_trips {
+                    if !answer(mode, lines, k, abort) {
+                        return Err(BenchError::Aborted);
+                    }
+                    k += 1;
                 }
+                lost.push(lost_share(start, cpu));
             }
-            Ok(())
+            Ok(lost)
         });
         let ping = scope.spawn(move || {
             if let Err(e) = placement::pin_current_thread(from) {
@@ -184,19 +198,17 @@ pub fn measure_pair(
                 std::hint::spin_loop();
             }
             let mut k = 0u64;
-            let mut out = Vec::with_capacity(options.samples as usize);
-            for s in 0..options.samples + options.warmup_samples {
-                let start = Instant::now();
-                for _ in 0..options.round_trips {
+            let mut out = Vec::with_capacity(total_samples as usize);
+            for _ in 0..total_samples {
+                let (cpu, start) = (thread_cpu_ns(), Instant::now());
+                for _ in 0..round_trips {
                     if !serve(mode, lines, k, abort) {
                         return Err(BenchError::Aborted);
                     }
                     k += 1;
                 }
                 let ns = start.elapsed().as_nanos() as f64;
-                if s >= options.warmup_samples {
-                    out.push(ns / f64::from(options.round_trips) / 2.0);
-                }
+                out.push((ns / f64::from(round_trips) / 2.0, lost_share(start, cpu)));
             }
             Ok(out)
         });
@@ -206,11 +218,25 @@ pub fn measure_pair(
         }
         let pong = pong.join().unwrap_or(Err(BenchError::Aborted));
         match (ping, pong) {
-            (Ok(v), Ok(())) => Ok(v),
+            (Ok(v), Ok(l)) => Ok((v, l)),
             (Err(BenchError::Aborted), Err(e)) | (Err(e), _) | (_, Err(e)) => Err(e),
         }
     });
-    let values = sample_ns?;
+    let (ping, pong_lost) = measured?;
+    let kept: Vec<(f64, bool)> = ping
+        .iter()
+        .zip(&pong_lost)
+        .skip(options.warmup_samples as usize)
+        .map(|(&(ns, lost), &pong)| (ns, lost <= MAX_LOST_FRACTION && pong <= MAX_LOST_FRACTION))
+        .collect();
+    let calm: Vec<f64> = kept.iter().filter(|k| k.1).map(|k| k.0).collect();
+    let disturbed_samples = kept.len() - calm.len();
+    // Too few calm samples to stand for the pair: keep them all, and say how many were not.
+    let values: Vec<f64> = if calm.len() * 2 >= kept.len() && !calm.is_empty() {
+        calm
+    } else {
+        kept.iter().map(|k| k.0).collect()
+    };
     let stats = Stats::of(&values).ok_or(BenchError::Aborted)?;
     Ok(PairLatency {
         from,
@@ -220,7 +246,33 @@ pub fn measure_pair(
         min_ns: stats.min,
         max_ns: stats.max,
         samples: stats.n,
+        disturbed_samples,
+        disturbed_kept: disturbed_samples > 0 && stats.n == kept.len(),
     })
+}
+
+/// A sample in which a thread was off its CPU for more than this share is left out.
+pub const MAX_LOST_FRACTION: f64 = 0.05;
+
+/// Share of the wall time since `start` the calling thread was not running.
+fn lost_share(start: Instant, cpu_start: u64) -> f64 {
+    let wall = start.elapsed().as_nanos() as f64;
+    let cpu = thread_cpu_ns().saturating_sub(cpu_start) as f64;
+    if wall <= 0.0 {
+        0.0
+    } else {
+        (1.0 - cpu / wall).max(0.0)
+    }
+}
+
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// Checks for an abort every this many spins (a relaxed load of a line nobody writes).
@@ -302,7 +354,13 @@ mod tests {
                 warmup_samples: 2,
             };
             let p = measure_pair(a, b, &opts).unwrap();
-            assert_eq!(p.samples, 20);
+            // Disturbed samples are left out of the mean unless they are most of them.
+            if p.disturbed_kept {
+                assert_eq!(p.samples, 20);
+            } else {
+                assert_eq!(p.samples + p.disturbed_samples, 20);
+                assert!(p.samples >= 10);
+            }
             assert!(p.mean_ns > 0.0 && p.min_ns <= p.mean_ns && p.mean_ns <= p.max_ns);
             assert!(p.stderr_ns.unwrap() >= 0.0);
         }

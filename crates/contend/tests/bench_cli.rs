@@ -303,7 +303,13 @@ fn latency_matrix_in_every_format() {
     let json: Value = serde_json::from_slice(&out.stdout).unwrap();
     let pairs = json["pairs"].as_array().unwrap();
     assert_eq!(pairs.len(), 1);
-    assert_eq!(pairs[0]["samples"], 20);
+    let kept = pairs[0]["samples"].as_u64().unwrap();
+    let disturbed = pairs[0]["disturbed_samples"].as_u64().unwrap();
+    if pairs[0]["disturbed_kept"] == true {
+        assert_eq!(kept, 20);
+    } else {
+        assert_eq!(kept + disturbed, 20);
+    }
     let mean = pairs[0]["mean_ns"].as_f64().unwrap();
     assert!(mean > 0.0 && pairs[0]["stderr_ns"].as_f64().unwrap() >= 0.0);
     assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));

@@ -69,6 +69,19 @@ pub fn render(r: &LatencyReport) -> String {
             }
         );
     }
+    let disturbed: usize = r.pairs.iter().map(|p| p.disturbed_samples).sum();
+    if disturbed > 0 {
+        let kept = r.pairs.iter().filter(|p| p.disturbed_kept).count();
+        let _ = writeln!(
+            out,
+            "{disturbed} sample(s) left out: a thread was off its CPU for more than 5 % of the sample{}",
+            if kept > 0 {
+                format!(" (kept in {kept} pair(s) where they were most samples: those means include scheduling delays)")
+            } else {
+                String::new()
+            }
+        );
+    }
     out
 }
 
@@ -76,7 +89,7 @@ pub fn to_csv(r: &LatencyReport) -> String {
     let place = |cpu: u32| r.cpus.iter().find(|c| c.cpu == cpu);
     let opt = |v: Option<String>| v.unwrap_or_default();
     let mut out = String::from(
-        "from_cpu,to_cpu,from_node,to_node,same_l3,mean_ns,stderr_ns,min_ns,max_ns,samples\n",
+        "from_cpu,to_cpu,from_node,to_node,same_l3,mean_ns,stderr_ns,min_ns,max_ns,samples,disturbed_samples\n",
     );
     for p in &r.pairs {
         let (a, b) = (place(p.from), place(p.to));
@@ -86,7 +99,7 @@ pub fn to_csv(r: &LatencyReport) -> String {
         };
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{:.3},{},{:.3},{:.3},{}",
+            "{},{},{},{},{},{:.3},{},{:.3},{:.3},{},{}",
             p.from,
             p.to,
             opt(a.and_then(|c| c.node).map(|n| n.to_string())),
@@ -96,7 +109,8 @@ pub fn to_csv(r: &LatencyReport) -> String {
             opt(p.stderr_ns.map(|v| format!("{v:.3}"))),
             p.min_ns,
             p.max_ns,
-            p.samples
+            p.samples,
+            p.disturbed_samples
         );
     }
     out
@@ -149,6 +163,8 @@ mod tests {
             min_ns: mean_ns - 1.0,
             max_ns: mean_ns + 1.0,
             samples: 300,
+            disturbed_samples: 0,
+            disturbed_kept: false,
         };
         LatencyReport {
             options: LatencyOptions::default(),
@@ -174,7 +190,7 @@ mod tests {
         let csv = to_csv(&r);
         assert!(
             csv.lines()
-                .any(|l| l == "0,2,0,1,false,120.000,0.500,119.000,121.000,300"),
+                .any(|l| l == "0,2,0,1,false,120.000,0.500,119.000,121.000,300,0"),
             "{csv}"
         );
         assert!(csv.lines().any(|l| l.starts_with("0,1,0,0,true,")));
