@@ -58,8 +58,8 @@ for op in ["xadd", "cmpxchg", "load"]:
     print(f"| {op} | {one[0]:.2f} ({one[1]:.2f}-{one[2]:.2f}) | {two[0]:.2f} ({two[1]:.2f}-{two[2]:.2f}) "
           f"| {two[0] / one[0]:.2f} | {refs} |")
 
-def contend_lat(mode):
-    return [json.load(open(f"{work}/{mode}.{r}.json"))["pairs"][0]["mean_ns"] for r in range(1, rounds + 1)]
+def contend_lat(mode, key):
+    return [json.load(open(f"{work}/{mode}.{r}.json"))["pairs"][0][key] for r in range(1, rounds + 1)]
 
 def crate_lat(mode):
     out = []
@@ -70,11 +70,12 @@ def crate_lat(mode):
 
 print(f"\nbench latency between CPUs {a} and {b}, one-way ns, {rounds} alternating rounds "
       "(median, min-max of the rounds)\n")
-print("| method | contend | core-to-core-latency | contend vs crate |")
-print("|---|---|---|---|")
+print("| method | contend (disturbed samples left out) | contend, every sample (the crate's mean) "
+      "| core-to-core-latency | every sample vs crate |")
+print("|---|---|---|---|---|")
+rng = lambda v: f"{statistics.median(v):.1f} ({min(v):.1f}-{max(v):.1f})"
 for mode, label in [("cas", "CAS, one line (crate bench 1)"), ("rw", "store/load, two lines (crate bench 2)")]:
-    c, k = contend_lat(mode), crate_lat(mode)
-    mc, mk = statistics.median(c), statistics.median(k)
-    print(f"| {label} | {mc:.1f} ({min(c):.1f}-{max(c):.1f}) | {mk:.1f} ({min(k):.1f}-{max(k):.1f}) "
-          f"| {100 * (mc - mk) / mk:+.1f} % |")
+    c, a, k = contend_lat(mode, "mean_ns"), contend_lat(mode, "mean_all_ns"), crate_lat(mode)
+    ma, mk = statistics.median(a), statistics.median(k)
+    print(f"| {label} | {rng(c)} | {rng(a)} | {rng(k)} | {100 * (ma - mk) / mk:+.1f} % |")
 EOF

@@ -68,6 +68,9 @@ pub struct PairLatency {
     pub max_ns: f64,
     /// Samples the mean is over.
     pub samples: usize,
+    /// The mean over every sample after the warm-up, disturbed ones included: what the
+    /// core-to-core-latency crate reports, for comparison.
+    pub mean_all_ns: f64,
     /// Samples in which either thread was off its CPU for more than 5 % of the sample (another
     /// process ran there: the sample timed a scheduling delay, not a transfer). Left out of
     /// the mean unless they are more than half.
@@ -238,6 +241,7 @@ pub fn measure_pair(
         kept.iter().map(|k| k.0).collect()
     };
     let stats = Stats::of(&values).ok_or(BenchError::Aborted)?;
+    let mean_all_ns = kept.iter().map(|k| k.0).sum::<f64>() / kept.len() as f64;
     Ok(PairLatency {
         from,
         to,
@@ -246,6 +250,7 @@ pub fn measure_pair(
         min_ns: stats.min,
         max_ns: stats.max,
         samples: stats.n,
+        mean_all_ns,
         disturbed_samples,
         disturbed_kept: disturbed_samples > 0 && stats.n == kept.len(),
     })

@@ -163,6 +163,7 @@ mod tests {
             min_ns: mean_ns - 1.0,
             max_ns: mean_ns + 1.0,
             samples: 300,
+            mean_all_ns: mean_ns,
             disturbed_samples: 0,
             disturbed_kept: false,
         };
