@@ -9,12 +9,13 @@
 #     run alternately ROUNDS times so drift and neighbours hit both alike.
 # Prints the load before and after (run it on an otherwise idle machine) and a Markdown table.
 #
-#   scripts/bench-atomic.sh                    # ROUNDS=5 ITERATIONS=5000000 REPEAT=5
+#   scripts/bench-atomic.sh                    # ROUNDS=5 ITERATIONS=500000 REPEAT=9
+# (short runs: on a busy machine a run of a few ms is less often cut by another process)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-5}
-ITERATIONS=${ITERATIONS:-5000000}
-REPEAT=${REPEAT:-5}
+ITERATIONS=${ITERATIONS:-500000}
+REPEAT=${REPEAT:-9}
 
 command -v python3 >/dev/null || { echo "bench-atomic: needs python3" >&2; exit 1; }
 command -v core-to-core-latency >/dev/null ||
