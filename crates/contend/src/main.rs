@@ -77,6 +77,13 @@ enum Command {
     ///
     /// Example: `contend c2c record -- ./app`, `contend c2c report`.
     C2c(cmd::c2c::Args),
+    /// Generate contention under control to characterise a machine: `atomic` (one instruction
+    /// on one shared line across CPUs and nodes, in load patterns), `latency` (core-to-core
+    /// cache-line transfer matrix).
+    ///
+    /// Example: `contend bench atomic --op xadd,load --load cpu-increase`, `contend bench
+    /// latency --svg latency.svg`.
+    Bench(cmd::bench::Args),
 }
 
 fn main() -> ExitCode {
@@ -91,6 +98,7 @@ fn main() -> ExitCode {
         Command::Demo(a) => cmd::demo::run(a),
         Command::Cc(a) => cmd::cc::run(a),
         Command::C2c(a) => cmd::c2c::run(a),
+        Command::Bench(a) => cmd::bench::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

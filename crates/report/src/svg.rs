@@ -398,3 +398,110 @@ mod line_chart_tests {
         assert_eq!(tick_step(0.9), 0.2);
     }
 }
+
+/// A square heat map: `cells[i][j]` coloured from light (lowest value) to dark red (highest);
+/// `None` cells are left grey. Each cell's tooltip gives its value with `unit`.
+pub fn heatmap(title: &str, labels: &[String], cells: &[Vec<Option<f64>>], unit: &str) -> String {
+    let n = labels.len();
+    let cell = if n > 32 { 12.0 } else { 28.0 };
+    let (left, top) = (70.0, 60.0);
+    let width = left + cell * n as f64 + 110.0;
+    let height = top + cell * n as f64 + 40.0;
+    let values = || {
+        cells
+            .iter()
+            .flatten()
+            .filter_map(|v| *v)
+            .filter(|v| v.is_finite())
+    };
+    let lo = values().fold(f64::INFINITY, f64::min);
+    let hi = values().fold(f64::NEG_INFINITY, f64::max);
+    let shade = |v: f64| {
+        let f = if hi > lo { (v - lo) / (hi - lo) } else { 0.5 };
+        // White-yellow to dark red.
+        let r = 255.0 - 80.0 * f;
+        let g = 240.0 - 200.0 * f;
+        let b = 200.0 - 170.0 * f;
+        format!("rgb({r:.0},{g:.0},{b:.0})")
+    };
+    let mut svg = String::new();
+    let _ = writeln!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" font-family="sans-serif" font-size="11">"#
+    );
+    let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let _ = writeln!(
+        svg,
+        r#"<text x="{left}" y="20" font-size="14">{}</text>"#,
+        escape(title)
+    );
+    for (i, l) in labels.iter().enumerate() {
+        let c = left + cell * i as f64 + cell / 2.0;
+        let _ = writeln!(
+            svg,
+            r#"<text x="{c:.1}" y="{:.0}" text-anchor="middle">{}</text><text x="{:.0}" y="{:.1}" text-anchor="end">{}</text>"#,
+            top - 6.0,
+            escape(l),
+            left - 6.0,
+            top + cell * i as f64 + cell / 2.0 + 4.0,
+            escape(l)
+        );
+    }
+    for (i, row) in cells.iter().enumerate() {
+        for (j, v) in row.iter().enumerate() {
+            let (x, y) = (left + cell * j as f64, top + cell * i as f64);
+            let (fill, tip) = match v {
+                Some(v) if v.is_finite() => (
+                    shade(*v),
+                    format!("{} → {}: {v:.1} {unit}", labels[i], labels[j]),
+                ),
+                _ => (
+                    "#eeeeee".to_string(),
+                    format!("{} → {}", labels[i], labels[j]),
+                ),
+            };
+            let _ = writeln!(
+                svg,
+                r#"<rect x="{x:.1}" y="{y:.1}" width="{cell}" height="{cell}" fill="{fill}" stroke="white"><title>{}</title></rect>"#,
+                escape(&tip)
+            );
+            if let (Some(v), true) = (v, cell >= 28.0) {
+                let _ = writeln!(
+                    svg,
+                    r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="9">{v:.0}</text>"#,
+                    x + cell / 2.0,
+                    y + cell / 2.0 + 3.0
+                );
+            }
+        }
+    }
+    if lo.is_finite() {
+        let x = left + cell * n as f64 + 16.0;
+        for (k, v) in [(0, lo), (1, (lo + hi) / 2.0), (2, hi)] {
+            let y = top + 22.0 * f64::from(k);
+            let _ = writeln!(
+                svg,
+                r#"<rect x="{x:.0}" y="{y:.0}" width="14" height="14" fill="{}"/><text x="{:.0}" y="{:.0}">{v:.1} {}</text>"#,
+                shade(v),
+                x + 18.0,
+                y + 11.0,
+                escape(unit)
+            );
+        }
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
+#[cfg(test)]
+mod heatmap_tests {
+    #[test]
+    fn cells_tooltips_and_legend() {
+        let labels = vec!["0".to_string(), "1".to_string()];
+        let cells = vec![vec![None, Some(50.0)], vec![Some(50.0), None]];
+        let svg = super::heatmap("latency <cas>", &labels, &cells, "ns");
+        assert_eq!(svg.matches("<rect x=").count(), 4 + 3);
+        assert!(svg.contains("<title>0 → 1: 50.0 ns</title>"));
+        assert!(svg.contains("latency &lt;cas&gt;"));
+    }
+}

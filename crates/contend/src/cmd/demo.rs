@@ -453,6 +453,46 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     ])?;
     contend(&["c2c", "report", "--top", "1", &counter_run])?;
 
+    section(
+        10,
+        "Contention made on purpose: atomics and cache-line transfers",
+        "`contend bench atomic` burns CPUs with one instruction on one shared cache line (ccont's\n\
+         method) and prints what each operation costs as CPUs join: a locked xadd pays for the\n\
+         line's trips between cores, a plain load of a line nobody writes does not.\n\
+         `contend bench latency` times the trip itself, between every pair of CPUs.",
+    );
+    // Two CPUs for the atomics (1 then 2), at most four for the matrix: a few hundred ms.
+    let cpus: Vec<String> = bench::placement::affinity()?
+        .iter()
+        .map(|c| c.to_string())
+        .collect();
+    let atomic_cpus = cpus[..cpus.len().min(2)].join(",");
+    contend(&[
+        "bench",
+        "atomic",
+        "--op",
+        "xadd,load",
+        "--load",
+        "cpu-increase",
+        "--cpus",
+        &atomic_cpus,
+        "--iterations",
+        "200000",
+    ])?;
+    if cpus.len() >= 2 {
+        let latency_cpus = cpus[..cpus.len().min(4)].join(",");
+        contend(&[
+            "bench",
+            "latency",
+            "--cpus",
+            &latency_cpus,
+            "--samples",
+            "50",
+        ])?;
+    } else {
+        println!("One CPU only: no pair of CPUs to pass a line between, so no latency matrix.\n");
+    }
+
     if args.keep {
         let kept = dir.keep();
         println!("build directory kept: {}", kept.display());

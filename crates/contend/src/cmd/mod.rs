@@ -1,5 +1,6 @@
 //! One module per command: parse options, call the libraries, render.
 
+pub mod bench;
 pub mod c2c;
 pub mod cc;
 pub mod demo;
