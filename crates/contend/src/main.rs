@@ -40,6 +40,12 @@ enum Command {
     ///
     /// Example: `contend where $(pidof mysqld)`, `contend where 1234 --watch 1`.
     Where(cmd::where_::Args),
+    /// The generators: microbenchmarks that create one kind of contention under control and
+    /// measure it (context switches in a ring of processes, ...).
+    ///
+    /// Example: `contend bench ctx 2 4 8 16`, `contend bench ctx --cpus 0 -s 0,64 --format
+    /// lmbench 2 4 8`.
+    Bench(cmd::bench::Args),
     /// Run a program (or watch a running one) into a run directory: every thread's service
     /// time, run-queue wait and context switches; `--locks`: its pthread locks too.
     ///
@@ -84,6 +90,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Topo(a) => cmd::topo::run(a),
         Command::Where(a) => cmd::where_::run(a),
+        Command::Bench(a) => cmd::bench::run(a),
         Command::Record(a) => cmd::record::run(a),
         Command::Report(a) => cmd::report::run(*a),
         Command::Scale(a) => cmd::scale::run(a),

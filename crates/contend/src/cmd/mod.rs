@@ -1,5 +1,7 @@
 //! One module per command: parse options, call the libraries, render.
 
+pub mod bench;
+pub mod bench_ctx;
 pub mod c2c;
 pub mod cc;
 pub mod demo;

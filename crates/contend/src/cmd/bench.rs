@@ -1,0 +1,25 @@
+//! `contend bench ...`: the generators, one module per benchmark (`bench_ctx`, `bench_mem`).
+
+use super::bench_ctx;
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: BenchCommand,
+}
+
+#[derive(clap::Subcommand)]
+pub enum BenchCommand {
+    /// Context switch time in a ring of processes (or threads) connected by pipes, lmbench's
+    /// lat_ctx: per ring size the median switch time with the overhead subtracted.
+    ///
+    /// Example: `contend bench ctx 2 4 8 16`, `contend bench ctx --cpus 0 -s 0,64 2 4 8
+    /// --format lmbench`, `contend bench ctx --threads --cpus 0,1 --svg ctx.svg 2 4`.
+    Ctx(bench_ctx::Args),
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    match args.command {
+        BenchCommand::Ctx(a) => bench_ctx::run(a),
+    }
+}
