@@ -746,8 +746,8 @@ pub fn working_set_notes(
     levels.dedup();
     let mut notes = Vec::new();
     for &size in sizes_kib.iter().filter(|&&s| s > 0) {
-        // The largest level exceeded first decides the note (L3 before L2).
-        for &level in levels.iter().rev() {
+        // One note per level exceeded, smallest first.
+        for &level in &levels {
             let capacity: u64 = machine
                 .caches
                 .iter()
@@ -772,7 +772,6 @@ pub fn working_set_notes(
                     u64::from(n) * u64::from(parallel) * u64::from(size),
                     if level == *levels.last().unwrap_or(&level) { "memory" } else { "the next level" }
                 ));
-                break;
             }
         }
     }
@@ -809,22 +808,31 @@ mod tests {
 
     #[test]
     fn working_set_notes_follow_the_caches() {
-        // 1 package × 2 cores: synthetic caches are per core L2 and one shared L3.
+        // 1 package × 2 cores: the synthetic caches are an L2 of 2048 KiB per core and one
+        // L3 of 1536 KiB per core (3072 KiB).
         let m = topology::Topology::synthetic("1x2x1").unwrap();
-        let l3: u64 = m
-            .caches
-            .iter()
-            .filter(|c| c.level == 3)
-            .filter_map(|c| c.size_kib)
-            .sum();
+        let total = |level: u8| -> u64 {
+            m.caches
+                .iter()
+                .filter(|c| c.level == level)
+                .filter_map(|c| c.size_kib)
+                .sum()
+        };
+        assert_eq!((total(2), total(3)), (4096, 3072));
         let notes = working_set_notes(&m, &[0, 1], &[0, 1], &[2, 4], 1);
         assert!(notes.is_empty(), "{notes:?}");
-        if l3 > 0 {
-            let size = (l3 / 2 + 1) as u32;
-            let notes = working_set_notes(&m, &[0, 1], &[size], &[2, 4, 8], 1);
-            assert_eq!(notes.len(), 1, "{notes:?}");
-            assert!(notes[0].contains("from 2 processes"), "{notes:?}");
-            assert!(notes[0].contains("L3"), "{notes:?}");
-        }
+        // 1 100 KiB: the L3 from 3 members, the L2 from 4.
+        let notes = working_set_notes(&m, &[0, 1], &[1100], &[2, 3, 4, 8], 1);
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(notes[0].contains("L2") && notes[0].contains("from 4 processes"));
+        assert!(notes[0].contains("the next level"), "{notes:?}");
+        assert!(notes[1].contains("L3") && notes[1].contains("from 3 processes"));
+        assert!(notes[1].contains("memory"), "{notes:?}");
+        // Only the caches serving the ring's CPUs count: one core's L2 is 2048 KiB.
+        let notes = working_set_notes(&m, &[0], &[1100], &[2], 1);
+        assert!(notes[0].contains("(2048 KiB)"), "{notes:?}");
+        // Parallel rings multiply the working set.
+        let notes = working_set_notes(&m, &[0, 1], &[1100], &[2], 2);
+        assert!(notes.iter().any(|n| n.contains("× 2 rings")), "{notes:?}");
     }
 }

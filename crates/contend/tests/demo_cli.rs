@@ -121,6 +121,9 @@ fn demo_runs_every_section_and_cleans_up() {
         "3. Lock contention",
         "update_shared_counter (planted_hold.c:",
         "4. One lock or two?",
+        "10. Context switches in a ring",
+        "$ contend bench ctx --cpus",
+        "\"size=0k ovr=",
         "Demo finished.",
     ] {
         assert!(stdout.contains(needle), "demo output lacks {needle:?}");

@@ -149,8 +149,22 @@ pub fn svg(r: &CtxResult) -> String {
             dashed: false,
         })
         .collect();
+    let place = match r.cpus.as_deref() {
+        None => "not pinned".to_string(),
+        Some([one]) => format!("all on CPU {one}"),
+        Some(list) => format!(
+            "alternating over CPUs {}",
+            list.iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+    };
     line_chart(
-        &format!("Context switch time, rings of {} ({})", r.mode, r.placement),
+        &format!(
+            "Context switch time (lat_ctx), rings of {}, {place}",
+            r.mode
+        ),
         "processes in the ring",
         "switch time, median (µs)",
         &lines,

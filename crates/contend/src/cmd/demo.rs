@@ -453,6 +453,28 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     ])?;
     contend(&["c2c", "report", "--top", "1", &counter_run])?;
 
+    section(
+        10,
+        "Context switches in a ring (lmbench lat_ctx)",
+        "`contend bench ctx` passes a token around a ring of processes connected by pipes; each\n\
+         sums a private array before passing it on. The same work without switching (one\n\
+         process, hot caches) is the overhead, subtracted: what is left is the switch, first with\n\
+         the whole ring on one CPU, then with consecutive members on different CPUs (a wake-up\n\
+         on the other CPU each hop).",
+    );
+    let allowed = bench::ctx::allowed_cpus();
+    let one = allowed.first().copied().unwrap_or(0).to_string();
+    contend(&[
+        "bench", "ctx", "--cpus", &one, "-N", "5", "--rep-ms", "20", "-s", "0,16", "2", "4",
+    ])?;
+    if let [a, b, ..] = allowed[..] {
+        let two = format!("{a},{b}");
+        contend(&[
+            "bench", "ctx", "--cpus", &two, "-N", "5", "--rep-ms", "20", "--format", "lmbench",
+            "2", "4",
+        ])?;
+    }
+
     if args.keep {
         let kept = dir.keep();
         println!("build directory kept: {}", kept.display());
