@@ -3,3 +3,4 @@
 //! options, call these and render.
 
 pub mod ctx;
+pub mod mem;

@@ -41,10 +41,11 @@ enum Command {
     /// Example: `contend where $(pidof mysqld)`, `contend where 1234 --watch 1`.
     Where(cmd::where_::Args),
     /// The generators: microbenchmarks that create one kind of contention under control and
-    /// measure it (context switches in a ring of processes, ...).
+    /// measure it (context switches in a ring of processes, memory bandwidth and contention).
     ///
     /// Example: `contend bench ctx 2 4 8 16`, `contend bench ctx --cpus 0 -s 0,64 --format
-    /// lmbench 2 4 8`.
+    /// lmbench 2 4 8`, `contend bench mem stream --nt`, `contend bench mem generate --cpus 1
+    /// --rate 1 --duration 10`.
     Bench(cmd::bench::Args),
     /// Run a program (or watch a running one) into a run directory: every thread's service
     /// time, run-queue wait and context switches; `--locks`: its pthread locks too.

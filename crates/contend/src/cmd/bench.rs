@@ -1,6 +1,6 @@
 //! `contend bench ...`: the generators, one module per benchmark (`bench_ctx`, `bench_mem`).
 
-use super::bench_ctx;
+use super::{bench_ctx, bench_mem};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -16,10 +16,17 @@ pub enum BenchCommand {
     /// Example: `contend bench ctx 2 4 8 16`, `contend bench ctx --cpus 0 -s 0,64 2 4 8
     /// --format lmbench`, `contend bench ctx --threads --cpus 0,1 --svg ctx.svg 2 4`.
     Ctx(bench_ctx::Args),
+    /// Memory bandwidth and memory contention: STREAM (`stream`) and the thesis's memory
+    /// contention generator (`generate`).
+    ///
+    /// Example: `contend bench mem stream`, `contend bench mem stream --nt --cpus 0,1`,
+    /// `contend bench mem generate --cpus 1 --rate 1 --duration 10`.
+    Mem(bench_mem::Args),
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args.command {
         BenchCommand::Ctx(a) => bench_ctx::run(a),
+        BenchCommand::Mem(a) => bench_mem::run(a),
     }
 }

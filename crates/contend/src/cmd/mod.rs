@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod bench_ctx;
+pub mod bench_mem;
 pub mod c2c;
 pub mod cc;
 pub mod demo;
