@@ -124,6 +124,9 @@ fn demo_runs_every_section_and_cleans_up() {
         "10. Context switches in a ring",
         "$ contend bench ctx --cpus",
         "\"size=0k ovr=",
+        "11. Memory bandwidth",
+        "validation: passed",
+        "achieved",
         "Demo finished.",
     ] {
         assert!(stdout.contains(needle), "demo output lacks {needle:?}");

@@ -475,6 +475,27 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ])?;
     }
 
+    section(
+        11,
+        "Memory bandwidth and the memory contention generator",
+        "`contend bench mem stream` is STREAM: four kernels over arrays four times the last-level\n\
+         caches, best rate in GB/s and the results validated; `--nt` uses non-temporal stores.\n\
+         `contend bench mem generate` is the thesis's generator: it streams to memory beside a\n\
+         program at a chosen rate, to see what memory contention does to it.",
+    );
+    contend(&["bench", "mem", "stream", "--ntimes", "3"])?;
+    contend(&[
+        "bench",
+        "mem",
+        "generate",
+        "--cpus",
+        &one,
+        "--rate",
+        "1",
+        "--duration",
+        "1",
+    ])?;
+
     if args.keep {
         let kept = dir.keep();
         println!("build directory kept: {}", kept.display());
