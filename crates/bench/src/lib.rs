@@ -4,3 +4,4 @@
 
 pub mod ctx;
 pub mod mem;
+pub mod numa;

@@ -1,6 +1,6 @@
 //! `contend bench ...`: the generators, one module per benchmark (`bench_ctx`, `bench_mem`).
 
-use super::{bench_ctx, bench_mem};
+use super::{bench_ctx, bench_mem, bench_numa};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -22,11 +22,18 @@ pub enum BenchCommand {
     /// Example: `contend bench mem stream`, `contend bench mem stream --nt --cpus 0,1`,
     /// `contend bench mem generate --cpus 1 --rate 1 --duration 10`.
     Mem(bench_mem::Args),
+    /// NUMA placement, the AUTONUMA benchmarks (numa01, numa01-thread-alloc, numa02,
+    /// numa02-smt, overcommit) under the policies default, bind, reverse-bind and interleave:
+    /// elapsed seconds, lower is better.
+    ///
+    /// Example: `contend bench numa`, `contend bench numa numa01,numa02 --policy default,bind`.
+    Numa(bench_numa::Args),
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args.command {
         BenchCommand::Ctx(a) => bench_ctx::run(a),
         BenchCommand::Mem(a) => bench_mem::run(a),
+        BenchCommand::Numa(a) => bench_numa::run(a),
     }
 }

@@ -75,7 +75,7 @@ struct GenerateArgs {
 }
 
 /// `123`, `64K`, `256M`, `2G` (binary multiples).
-fn parse_bytes(s: &str) -> Result<u64, String> {
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let (num, mult) = match t.char_indices().last() {
         Some((i, c)) if c.is_ascii_alphabetic() => {
@@ -99,7 +99,7 @@ fn parse_bytes(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("`{s}`: give a size above 0"))
 }
 
-fn mem_available() -> Option<u64> {
+pub fn mem_available() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
     text.lines()
         .find_map(|l| l.strip_prefix("MemAvailable:"))

@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod bench_ctx;
 pub mod bench_mem;
+pub mod bench_numa;
 pub mod c2c;
 pub mod cc;
 pub mod demo;

@@ -1,0 +1,111 @@
+//! `contend bench numa`: the seed's table (rows benchmarks, columns policies, elapsed seconds,
+//! lower is better) and CSV.
+
+use crate::table::new_table;
+use analysis::stats::Spread;
+use std::fmt::Write;
+
+/// One benchmark under one policy.
+pub struct CellView<'a> {
+    pub bench: &'a str,
+    pub policy: &'a str,
+    pub elapsed_s: Spread,
+}
+
+fn order<'a>(items: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut v: Vec<&str> = Vec::new();
+    for i in items {
+        if !v.contains(&i) {
+            v.push(i);
+        }
+    }
+    v
+}
+
+pub fn render(cells: &[CellView<'_>], bytes: u64, loops: u32, repeat: u32) -> String {
+    let benches = order(cells.iter().map(|c| c.bench));
+    let policies = order(cells.iter().map(|c| c.policy));
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "AUTONUMA benchmarks: elapsed seconds, median of {repeat} (min–max); lower is better. {} MiB per process, each thread writing its memory {loops} times",
+        bytes >> 20
+    );
+    let header: Vec<String> = std::iter::once("benchmark".to_string())
+        .chain(policies.iter().map(|p| format!("{p} (s)")))
+        .collect();
+    let header_refs: Vec<&str> = header.iter().map(String::as_str).collect();
+    let numeric: Vec<usize> = (1..header.len()).collect();
+    let mut t = new_table(&header_refs, &numeric);
+    for b in &benches {
+        let mut row = vec![b.to_string()];
+        for p in &policies {
+            row.push(
+                cells
+                    .iter()
+                    .find(|c| c.bench == *b && c.policy == *p)
+                    .map_or_else(
+                        || crate::table::NA.to_string(),
+                        |c| {
+                            format!(
+                                "{:.3} ({:.3}–{:.3})",
+                                c.elapsed_s.median, c.elapsed_s.min, c.elapsed_s.max
+                            )
+                        },
+                    ),
+            );
+        }
+        t.add_row(row);
+    }
+    let _ = writeln!(out, "{t}");
+    out
+}
+
+pub fn csv(cells: &[CellView<'_>]) -> String {
+    let mut out = String::from("bench,policy,median_s,min_s,max_s,stdev_s,runs\n");
+    for c in cells {
+        let s = c.elapsed_s;
+        let _ = writeln!(
+            out,
+            "{},{},{:.6},{:.6},{:.6},{:.6},{}",
+            c.bench, c.policy, s.median, s.min, s.max, s.stdev, s.n
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_are_benchmarks_and_columns_policies() {
+        let s = Spread::of(&[1.0, 2.0, 3.0]).unwrap();
+        let cells = [
+            CellView {
+                bench: "numa01",
+                policy: "default",
+                elapsed_s: s,
+            },
+            CellView {
+                bench: "numa01",
+                policy: "bind",
+                elapsed_s: s,
+            },
+            CellView {
+                bench: "numa02",
+                policy: "default",
+                elapsed_s: s,
+            },
+        ];
+        let t = render(&cells, 256 << 20, 5, 3);
+        assert!(t.contains("default (s)") && t.contains("bind (s)"), "{t}");
+        assert!(t.contains("2.000 (1.000–3.000)"), "{t}");
+        // numa02 was not run under bind: n/a, not a zero.
+        assert!(
+            t.lines().any(|l| l.contains("numa02") && l.contains("n/a")),
+            "{t}"
+        );
+        assert_eq!(csv(&cells).lines().count(), 4);
+    }
+}
