@@ -125,6 +125,8 @@ fn demo_runs_every_section_and_cleans_up() {
         "$ contend bench ctx --cpus",
         "\"size=0k ovr=",
         "11. Memory bandwidth",
+        "12. NUMA placement",
+        "reverse-bind (s)",
         "validation: passed",
         "achieved",
         "Demo finished.",

@@ -496,6 +496,25 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "1",
     ])?;
 
+    section(
+        12,
+        "NUMA placement (AUTONUMA benchmarks)",
+        "`contend bench numa` runs numa01 (two processes sharing a buffer), numa02 (a thread per\n\
+         CPU on its own memory) and their variants with threads and memory bound together, bound\n\
+         apart, interleaved, or left to the kernel. On a one-node machine the policies coincide.",
+    );
+    contend(&[
+        "bench",
+        "numa",
+        "numa01,numa02",
+        "--size",
+        "32M",
+        "--loops",
+        "2",
+        "--repeat",
+        "1",
+    ])?;
+
     if args.keep {
         let kept = dir.keep();
         println!("build directory kept: {}", kept.display());
