@@ -430,9 +430,40 @@ fn cpus_from_node(node: u32) -> Option<CpuSet> {
     CpuSet::parse_list(text.trim()).ok()
 }
 
+/// One sample of one process's resident memory on one node.
+#[derive(Debug, Clone, Serialize)]
+pub struct MemorySample {
+    /// Seconds since the benchmark started.
+    pub t_s: f64,
+    /// Index into the plan's processes.
+    pub process: usize,
+    pub node: u32,
+    pub kib: u64,
+}
+
+/// A process's resident KiB per node, from its numa_maps (`None` once it is gone).
+fn resident_per_node(pid: libc::pid_t) -> Option<Vec<(u32, u64)>> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/numa_maps")).ok()?;
+    let maps = observe::numa_maps::parse(&text).ok()?;
+    let mut per: std::collections::BTreeMap<u32, u64> = std::collections::BTreeMap::new();
+    for m in &maps {
+        let page = m.page_size_kib.unwrap_or(4);
+        for &(node, pages) in &m.pages_per_node {
+            *per.entry(node).or_default() += pages * page;
+        }
+    }
+    Some(per.into_iter().collect())
+}
+
 /// Runs every process of `plans` at once (forked), each with `bytes` of memory written
-/// `loops` times per thread; the elapsed time until the last exits.
-pub fn run(plans: &[ProcessPlan], bytes: usize, loops: u32) -> Result<Duration, String> {
+/// `loops` times per thread; the elapsed time until the last exits, and, every `sample`
+/// (if any), each process's resident memory per node (numa_maps, as the original's nmstat).
+pub fn run(
+    plans: &[ProcessPlan],
+    bytes: usize,
+    loops: u32,
+    sample: Option<Duration>,
+) -> Result<(Duration, Vec<MemorySample>), String> {
     let start = Instant::now();
     let mut pids = Vec::new();
     for p in plans {
@@ -455,15 +486,42 @@ pub fn run(plans: &[ProcessPlan], bytes: usize, loops: u32) -> Result<Duration, 
             // SAFETY: leaving the child without running the parent's destructors.
             unsafe { libc::_exit(code) };
         }
-        pids.push(pid);
+        pids.push((pid, None::<i32>));
     }
-    let mut failed = None;
-    for pid in pids {
-        let mut status = 0;
-        // SAFETY: reaping our own child.
-        unsafe { libc::waitpid(pid, &mut status, 0) };
+    let mut samples = Vec::new();
+    let mut elapsed = Duration::ZERO;
+    let mut next_sample = Instant::now();
+    while pids.iter().any(|p| p.1.is_none()) {
+        for p in pids.iter_mut().filter(|p| p.1.is_none()) {
+            let mut status = 0;
+            // SAFETY: reaping our own child without blocking.
+            if unsafe { libc::waitpid(p.0, &mut status, libc::WNOHANG) } == p.0 {
+                p.1 = Some(status);
+                elapsed = start.elapsed();
+            }
+        }
+        if let Some(every) = sample {
+            if Instant::now() >= next_sample {
+                next_sample += every;
+                let t_s = start.elapsed().as_secs_f64();
+                for (i, p) in pids.iter().enumerate().filter(|(_, p)| p.1.is_none()) {
+                    for (node, kib) in resident_per_node(p.0).unwrap_or_default() {
+                        samples.push(MemorySample {
+                            t_s,
+                            process: i,
+                            node,
+                            kib,
+                        });
+                    }
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    for &(_, status) in &pids {
+        let status = status.unwrap_or(0);
         if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
-            failed = Some(if libc::WIFSIGNALED(status) {
+            return Err(if libc::WIFSIGNALED(status) {
                 format!(
                     "a benchmark process was killed by signal {}",
                     libc::WTERMSIG(status)
@@ -473,10 +531,7 @@ pub fn run(plans: &[ProcessPlan], bytes: usize, loops: u32) -> Result<Duration, 
             });
         }
     }
-    match failed {
-        Some(e) => Err(e),
-        None => Ok(start.elapsed()),
-    }
+    Ok((elapsed, samples))
 }
 
 #[cfg(test)]

@@ -88,6 +88,9 @@ fn json_has_each_cell_s_plan() {
     for c in cells {
         assert_eq!(c["runs_s"].as_array().unwrap().len(), 2);
         assert!(c["elapsed_s"]["median"].as_f64().unwrap() > 0.0);
+        // numa_maps was sampled while it ran: some node held resident memory.
+        let memory = c["memory"].as_array().unwrap();
+        assert!(memory.iter().any(|m| m["kib"].as_u64().unwrap() > 0), "{c}");
         let threads: usize = c["plan"]
             .as_array()
             .unwrap()

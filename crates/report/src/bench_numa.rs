@@ -74,6 +74,46 @@ pub fn csv(cells: &[CellView<'_>]) -> String {
     out
 }
 
+const COLOURS: [&str; 8] = [
+    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+];
+
+/// Resident memory (MiB) against time (s), one line per (process, node): samples are
+/// `(t_s, process, node, kib)`.
+pub fn memory_svg(title: &str, samples: &[(f64, usize, u32, u64)]) -> String {
+    let mut keys: Vec<(usize, u32)> = samples.iter().map(|s| (s.1, s.2)).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    let names: Vec<String> = keys
+        .iter()
+        .map(|(p, n)| format!("process {p}, node {n}"))
+        .collect();
+    let points: Vec<Vec<(f64, f64)>> = keys
+        .iter()
+        .map(|k| {
+            samples
+                .iter()
+                .filter(|s| (s.1, s.2) == *k)
+                .map(|s| (s.0, s.3 as f64 / 1024.0))
+                .collect()
+        })
+        .collect();
+    let lines: Vec<crate::svg::Line<'_>> = names
+        .iter()
+        .zip(&points)
+        .enumerate()
+        .map(|(i, (name, pts))| crate::svg::Line {
+            name,
+            points: pts,
+            colour: COLOURS[i % COLOURS.len()],
+            markers: false,
+            area: false,
+            dashed: false,
+        })
+        .collect();
+    crate::svg::line_chart(title, "time (s)", "resident memory (MiB)", &lines)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,5 +147,10 @@ mod tests {
             "{t}"
         );
         assert_eq!(csv(&cells).lines().count(), 4);
+        let svg = memory_svg(
+            "t",
+            &[(0.1, 0, 0, 1024), (0.2, 0, 0, 2048), (0.2, 1, 0, 512)],
+        );
+        assert!(svg.contains("process 0, node 0") && svg.contains("process 1, node 0"));
     }
 }

@@ -30,6 +30,14 @@ pub struct Args {
     /// Runs of each benchmark and policy; the table shows the median.
     #[arg(long, value_name = "R", default_value_t = 3)]
     repeat: u32,
+    /// Sample each process's resident memory per node (numa_maps) every MS milliseconds while
+    /// it runs (0: do not sample).
+    #[arg(long, value_name = "MS", default_value_t = 100)]
+    sample_ms: u64,
+    /// Write one SVG per benchmark and policy into DIR: each process's resident memory per node
+    /// over time (the last repetition).
+    #[arg(long, value_name = "DIR")]
+    svg: Option<std::path::PathBuf>,
     /// Print the result as JSON.
     #[arg(long, conflicts_with = "csv")]
     json: bool,
@@ -44,6 +52,8 @@ pub struct Cell {
     pub policy: Policy,
     pub elapsed_s: Spread,
     pub runs_s: Vec<f64>,
+    /// The last run's resident memory per process and node over time.
+    pub memory: Vec<numa::MemorySample>,
     /// The plan: processes, their threads' CPUs and memory placement.
     pub plan: Vec<numa::ProcessPlan>,
 }
@@ -138,13 +148,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         for &p in &policies {
             let plan = numa::plan(&machine, b, p);
             let mut runs = Vec::new();
+            let mut memory = Vec::new();
             for _ in 0..args.repeat {
                 bar.set_message(format!("{} {}", b.name(), p.name()));
-                let t = numa::run(&plan, bytes as usize, args.loops).map_err(|e| {
-                    bar.abandon();
-                    anyhow::anyhow!("{} under {}: {e}", b.name(), p.name())
-                })?;
+                let sample =
+                    (args.sample_ms > 0).then(|| std::time::Duration::from_millis(args.sample_ms));
+                let (t, samples) =
+                    numa::run(&plan, bytes as usize, args.loops, sample).map_err(|e| {
+                        bar.abandon();
+                        anyhow::anyhow!("{} under {}: {e}", b.name(), p.name())
+                    })?;
                 runs.push(t.as_secs_f64());
+                memory = samples;
                 bar.inc(1);
             }
             cells.push(Cell {
@@ -152,6 +167,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 policy: p,
                 elapsed_s: Spread::of(&runs).ok_or_else(|| anyhow::anyhow!("no runs"))?,
                 runs_s: runs,
+                memory,
                 plan,
             });
         }
@@ -176,6 +192,25 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             elapsed_s: c.elapsed_s,
         })
         .collect();
+    if let Some(dir) = &args.svg {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| bad_input(format!("--svg {}: {e}", dir.display())))?;
+        for c in &result.cells {
+            let samples: Vec<(f64, usize, u32, u64)> = c
+                .memory
+                .iter()
+                .map(|m| (m.t_s, m.process, m.node, m.kib))
+                .collect();
+            let title = format!(
+                "{} under {}: resident memory per process and node",
+                c.bench.name(),
+                c.policy.name()
+            );
+            let path = dir.join(format!("{}-{}.svg", c.bench.name(), c.policy.name()));
+            std::fs::write(&path, report::bench_numa::memory_svg(&title, &samples))
+                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        }
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&result)?);
     } else if args.csv {
