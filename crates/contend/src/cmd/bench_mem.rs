@@ -182,6 +182,11 @@ fn stream(args: StreamArgs) -> anyhow::Result<()> {
     let llc = mem::llc_total_kib(&machine);
     let mut notes = Vec::new();
     let bytes = match args.size {
+        Some(b) if b < 64 << 10 => {
+            return Err(bad_input(format!(
+                "--size {b}: give at least 64K per array (8 192 elements)"
+            )));
+        }
         Some(b) => {
             if let Some(l) = llc.filter(|&l| b < 4 * l * 1024) {
                 notes.push(format!(
