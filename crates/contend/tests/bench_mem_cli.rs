@@ -150,7 +150,10 @@ fn bad_input_is_one_line_and_exit_2() {
             "more than the memory",
         ),
         (vec!["bench", "mem", "stream", "--ntimes", "1"], "--ntimes"),
-        (vec!["bench", "mem", "stream", "--size", "1000"], "at least 64K"),
+        (
+            vec!["bench", "mem", "stream", "--size", "1000"],
+            "at least 64K",
+        ),
         (vec!["bench", "mem", "generate", "--rate", "0"], "--rate"),
         (
             vec!["bench", "mem", "generate", "--duration=0"],
