@@ -96,6 +96,10 @@ fn bad_input_is_one_line_and_exit_2() {
             "more than the memory",
         ),
         (vec!["bench", "ctx", "-P", "100000", "20"], "limit"),
+        (
+            vec!["bench", "ctx", "--svg", "/nonexistent/dir/ctx.svg", "2"],
+            "--svg /nonexistent",
+        ),
     ] {
         let out = contend(&args);
         let err = text(&out.stderr);

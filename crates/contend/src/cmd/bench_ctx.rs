@@ -185,6 +185,11 @@ fn checks(args: &Args, machine: &topology::Topology) -> anyhow::Result<Option<Ve
 pub fn run(args: Args) -> anyhow::Result<()> {
     let machine = topology::Topology::live()?;
     let cpus = checks(&args, &machine)?;
+    if let Some(path) = &args.svg {
+        // Checked before the measurement, which may take minutes.
+        std::fs::File::create(path)
+            .map_err(|e| bad_input(format!("--svg {}: {e}", path.display())))?;
+    }
     let allowed = CpuSet::from_iter_u32(ctx::allowed_cpus());
     let placement = ctx::placement_text(cpus.as_deref(), &allowed.to_list());
     let ring_cpus: Vec<u32> = cpus.clone().unwrap_or_else(|| allowed.iter().collect());
@@ -232,7 +237,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     result.notes = notes;
     if let Some(path) = &args.svg {
         std::fs::write(path, report::bench_ctx::svg(&result))
-            .map_err(|e| bad_input(format!("--svg {}: {e}", path.display())))?;
+            .map_err(|e| anyhow::anyhow!("--svg {}: {e}", path.display()))?;
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&result)?);
