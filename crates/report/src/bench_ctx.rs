@@ -35,7 +35,11 @@ pub fn render(r: &CtxResult) -> String {
         );
         let mut t = new_table(
             &[
-                "processes",
+                if r.mode == "threads" {
+                    "threads"
+                } else {
+                    "processes"
+                },
                 "switch median (µs)",
                 "min (µs)",
                 "max (µs)",
@@ -165,7 +169,11 @@ pub fn svg(r: &CtxResult) -> String {
             "Context switch time (lat_ctx), rings of {}, {place}",
             r.mode
         ),
-        "processes in the ring",
+        if r.mode == "threads" {
+            "threads in the ring"
+        } else {
+            "processes in the ring"
+        },
         "switch time, median (µs)",
         &lines,
     )
