@@ -5,9 +5,15 @@
 //! - [`atomic`]: the `bench atomic` runner (pinned threads, barrier, warm-up, ns/op).
 //! - [`latency`]: core-to-core cache-line transfer latency (ping-pong between two CPUs).
 //! - [`placement`]: affinity, pinning, memory bound to a node, checks before running.
+//! - [`ctx`]: lmbench's lat_ctx, a ring of processes or threads passing a token through pipes.
+//! - [`mem`]: STREAM and the memory contention generator (non-temporal streams).
+//! - [`numa`]: the AUTONUMA benchmarks under placement policies.
 
 pub mod atomic;
+pub mod ctx;
 pub mod latency;
+pub mod mem;
+pub mod numa;
 pub mod ops;
 pub mod patterns;
 pub mod placement;

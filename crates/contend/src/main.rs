@@ -79,10 +79,12 @@ enum Command {
     C2c(cmd::c2c::Args),
     /// Generate contention under control to characterise a machine: `atomic` (one instruction
     /// on one shared line across CPUs and nodes, in load patterns), `latency` (core-to-core
-    /// cache-line transfer matrix).
+    /// cache-line transfer matrix), `ctx` (context switches in a ring of processes, lat_ctx),
+    /// `mem` (STREAM and the memory contention generator), `numa` (the AUTONUMA benchmarks).
     ///
     /// Example: `contend bench atomic --op xadd,load --load cpu-increase`, `contend bench
-    /// latency --svg latency.svg`.
+    /// latency --svg latency.svg`, `contend bench ctx --cpus 0 2 4 8`, `contend bench mem
+    /// stream --nt`, `contend bench numa numa01,numa02`.
     Bench(cmd::bench::Args),
 }
 

@@ -124,6 +124,14 @@ fn demo_runs_every_section_and_cleans_up() {
         "10. Contention made on purpose",
         "$ contend bench atomic",
         "avg ns/op",
+        "11. Context switches in a ring",
+        "$ contend bench ctx --cpus",
+        "\"size=0k ovr=",
+        "12. Memory bandwidth",
+        "13. NUMA placement",
+        "reverse-bind (s)",
+        "validation: passed",
+        "achieved",
         "Demo finished.",
     ] {
         assert!(stdout.contains(needle), "demo output lacks {needle:?}");

@@ -493,6 +493,68 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         println!("One CPU only: no pair of CPUs to pass a line between, so no latency matrix.\n");
     }
 
+    section(
+        11,
+        "Context switches in a ring (lmbench lat_ctx)",
+        "`contend bench ctx` passes a token around a ring of processes connected by pipes; each\n\
+         sums a private array before passing it on. The same work without switching (one\n\
+         process, hot caches) is the overhead, subtracted: what is left is the switch, first with\n\
+         the whole ring on one CPU, then with consecutive members on different CPUs (a wake-up\n\
+         on the other CPU each hop).",
+    );
+    let allowed = bench::ctx::allowed_cpus();
+    let one = allowed.first().copied().unwrap_or(0).to_string();
+    contend(&[
+        "bench", "ctx", "--cpus", &one, "-N", "5", "--rep-ms", "20", "-s", "0,16", "2", "4",
+    ])?;
+    if let [a, b, ..] = allowed[..] {
+        let two = format!("{a},{b}");
+        contend(&[
+            "bench", "ctx", "--cpus", &two, "-N", "5", "--rep-ms", "20", "--format", "lmbench",
+            "2", "4",
+        ])?;
+    }
+
+    section(
+        12,
+        "Memory bandwidth and the memory contention generator",
+        "`contend bench mem stream` is STREAM: four kernels over arrays four times the last-level\n\
+         caches, best rate in GB/s and the results validated; `--nt` uses non-temporal stores.\n\
+         `contend bench mem generate` is the thesis's generator: it streams to memory beside a\n\
+         program at a chosen rate, to see what memory contention does to it.",
+    );
+    contend(&["bench", "mem", "stream", "--ntimes", "3"])?;
+    contend(&[
+        "bench",
+        "mem",
+        "generate",
+        "--cpus",
+        &one,
+        "--rate",
+        "1",
+        "--duration",
+        "1",
+    ])?;
+
+    section(
+        13,
+        "NUMA placement (AUTONUMA benchmarks)",
+        "`contend bench numa` runs numa01 (two processes sharing a buffer), numa02 (a thread per\n\
+         CPU on its own memory) and their variants with threads and memory bound together, bound\n\
+         apart, interleaved, or left to the kernel. On a one-node machine the policies coincide.",
+    );
+    contend(&[
+        "bench",
+        "numa",
+        "numa01,numa02",
+        "--size",
+        "32M",
+        "--loops",
+        "2",
+        "--repeat",
+        "1",
+    ])?;
+
     if args.keep {
         let kept = dir.keep();
         println!("build directory kept: {}", kept.display());
