@@ -71,6 +71,27 @@ pub struct Meta {
     /// results file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sharing: Option<SharingMeta>,
+    /// A contention generator that ran beside the program (`record --interfere`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interference: Option<Interference>,
+}
+
+/// A generator run beside the program for the whole run, on other CPUs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Interference {
+    /// `contend` arguments that ran it (`bench mem generate ...`).
+    pub command: Vec<String>,
+    pub cpus: Vec<u32>,
+    /// What it moved, GB/s (10⁹ bytes read + written per second), and what was asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub achieved_gb_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_gb_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<f64>,
+    /// Why it gave no result, if it did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// One process's results as meta.json lists them.
@@ -319,6 +340,7 @@ impl Meta {
             outcome: None,
             attached: false,
             sharing: None,
+            interference: None,
         }
     }
 

@@ -66,6 +66,12 @@ pub struct Args {
     /// program's own mpicc (cached) and has the launcher preload it into each rank.
     #[arg(long, conflicts_with = "pid")]
     mpi: bool,
+    /// Run a contention generator beside the program for the whole run, on CPUs it does not
+    /// use: `mem generate --cpus LIST [--rate GB/S] [--size BYTES]`, the memory contention
+    /// generator (the program gets the other CPUs unless --cpus says). Compare with a run
+    /// without it: `contend diff`.
+    #[arg(long, value_name = "SPEC", conflicts_with_all = ["pid", "mpi"])]
+    interfere: Option<String>,
     /// With --mpi: the MPI the program uses, when contend cannot tell from the program
     /// (openmpi or mpich).
     #[arg(long, value_name = "IMPL", requires = "mpi", value_parser = parse_mpi_impl)]
@@ -437,6 +443,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         None => None,
     };
+    let interference = match (&args.interfere, &machine) {
+        (Some(spec), Some(m)) => Some(super::interfere::parse(spec, m)?),
+        (Some(_), None) => {
+            return Err(anyhow::anyhow!(
+                "cannot read this machine's topology to place the generator"
+            ))
+        }
+        _ => None,
+    };
+    let cpus = match &interference {
+        Some(spec) => {
+            let allowed: Vec<u32> = bench::ctx::allowed_cpus();
+            Some(super::interfere::program_cpus(cpus, &allowed, &spec.cpus)?)
+        }
+        None => cpus,
+    };
     let sampling = sampling_options(&args, false)?;
     let probe = match args.locks {
         Some(_) => Some(find_probe()?),
@@ -477,6 +499,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     run.write_meta(&meta).map_err(|e| anyhow::anyhow!("{e}"))?;
 
+    let generator = match &interference {
+        Some(spec) => {
+            let g = super::interfere::start(spec)?;
+            eprintln!(
+                "contend: the memory contention generator runs on CPU(s) {}, the program on {}",
+                topology::CpuSet::list_in_order(&spec.cpus),
+                cpus.as_deref()
+                    .map_or("any".to_string(), topology::CpuSet::list_in_order)
+            );
+            Some(g)
+        }
+        None => None,
+    };
     let outcome = launch::run(Plan {
         command: &command,
         run: &run,
@@ -493,6 +528,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         env,
         counters: counters_wanted(),
     });
+    if let Some(g) = generator {
+        let done = g.stop();
+        match (&done.achieved_gb_s, &done.error) {
+            (Some(rate), _) => {
+                eprintln!("contend: the generator moved {rate:.2} GB/s beside the program")
+            }
+            (None, Some(e)) => eprintln!("contend: warning: {e}"),
+            _ => {}
+        }
+        meta.interference = Some(done);
+    }
     let outcome = match outcome {
         Ok(o) => o,
         Err(e @ launch::LaunchError::Spawn { .. }) => {
