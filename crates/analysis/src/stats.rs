@@ -15,6 +15,19 @@ pub struct Spread {
 }
 
 impl Spread {
+    /// As [`Spread::of`], with every figure NaN (and `n` 0) where it gives `None`: for tables
+    /// that show "n/a" rather than skip the row.
+    pub fn of_or_nan(values: &[f64]) -> Spread {
+        Spread::of(values).unwrap_or(Spread {
+            n: 0,
+            min: f64::NAN,
+            median: f64::NAN,
+            mean: f64::NAN,
+            max: f64::NAN,
+            stdev: f64::NAN,
+        })
+    }
+
     /// `None` for no values or any non-finite value.
     pub fn of(values: &[f64]) -> Option<Spread> {
         if values.is_empty() || values.iter().any(|v| !v.is_finite()) {

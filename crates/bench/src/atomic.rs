@@ -224,7 +224,7 @@ pub fn run_step(
                     // SAFETY: the region is SHARED_BYTES, page aligned, alive for the scope.
                     unsafe { op.burn(line, options.warmup_iterations) };
                     let mut executed = options.warmup_iterations;
-                    let span_cpu_start = thread_cpu_ns();
+                    let span_cpu_start = crate::placement::thread_cpu_ns();
                     let span_start = Instant::now();
                     arrived.fetch_add(1, Ordering::SeqCst);
                     while arrived.load(Ordering::Acquire) < n {
@@ -245,7 +245,8 @@ pub fn run_step(
                         executed += KEEP_BUSY_CHUNK;
                     }
                     let span_ns = span_start.elapsed().as_nanos() as u64;
-                    let span_cpu_ns = thread_cpu_ns().saturating_sub(span_cpu_start);
+                    let span_cpu_ns =
+                        crate::placement::thread_cpu_ns().saturating_sub(span_cpu_start);
                     let elapsed_ns = elapsed.as_nanos() as u64;
                     Ok((
                         CpuSample {
@@ -285,15 +286,4 @@ pub fn run_step(
     op.check_effect(&region.read(), executed)
         .map_err(BenchError::Unchecked)?;
     Ok(out)
-}
-
-/// The calling thread's CPU time, ns.
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }

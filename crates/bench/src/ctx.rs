@@ -337,17 +337,6 @@ fn calibrate(
     }
 }
 
-fn spread(v: &[f64]) -> Spread {
-    Spread::of(v).unwrap_or(Spread {
-        n: 0,
-        min: f64::NAN,
-        median: f64::NAN,
-        mean: f64::NAN,
-        max: f64::NAN,
-        stdev: f64::NAN,
-    })
-}
-
 /// The overhead at one size: one process, one pipe, write then read then sum, hot caches.
 fn overhead(
     cfg: &Config,
@@ -682,7 +671,7 @@ pub fn run(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<CtxResult, Ct
     let mut sizes = Vec::new();
     for &size_kib in &cfg.sizes_kib {
         let (ovr, ovr_ops) = overhead(cfg, size_kib, progress)?;
-        let ovr_spread = spread(&ovr);
+        let ovr_spread = Spread::of_or_nan(&ovr);
         let mut points = Vec::new();
         for &procs in &cfg.procs {
             let (hops, k) = measure_rings(cfg, procs, size_kib, progress)?;
@@ -690,8 +679,8 @@ pub fn run(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<CtxResult, Ct
             points.push(Point {
                 procs,
                 round_trips: k,
-                hop: spread(&hops),
-                switch: spread(&switch),
+                hop: Spread::of_or_nan(&hops),
+                switch: Spread::of_or_nan(&switch),
                 hop_us: hops,
             });
         }

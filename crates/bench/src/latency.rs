@@ -175,7 +175,7 @@ pub fn measure_pair(
             let mut lost = Vec::with_capacity(total_samples as usize);
             let mut k = 0u64;
             for _ in 0..total_samples {
-                let (cpu, start) = (thread_cpu_ns(), Instant::now());
+                let (cpu, start) = (crate::placement::thread_cpu_ns(), Instant::now());
                 for _ in 0..round_trips {
                     if !answer(mode, lines, k, abort) {
                         return Err(BenchError::Aborted);
@@ -203,7 +203,7 @@ pub fn measure_pair(
             let mut k = 0u64;
             let mut out = Vec::with_capacity(total_samples as usize);
             for _ in 0..total_samples {
-                let (cpu, start) = (thread_cpu_ns(), Instant::now());
+                let (cpu, start) = (crate::placement::thread_cpu_ns(), Instant::now());
                 for _ in 0..round_trips {
                     if !serve(mode, lines, k, abort) {
                         return Err(BenchError::Aborted);
@@ -262,22 +262,12 @@ pub const MAX_LOST_FRACTION: f64 = 0.05;
 /// Share of the wall time since `start` the calling thread was not running.
 fn lost_share(start: Instant, cpu_start: u64) -> f64 {
     let wall = start.elapsed().as_nanos() as f64;
-    let cpu = thread_cpu_ns().saturating_sub(cpu_start) as f64;
+    let cpu = crate::placement::thread_cpu_ns().saturating_sub(cpu_start) as f64;
     if wall <= 0.0 {
         0.0
     } else {
         (1.0 - cpu / wall).max(0.0)
     }
-}
-
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// Checks for an abort every this many spins (a relaxed load of a line nobody writes).

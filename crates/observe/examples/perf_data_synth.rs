@@ -5,7 +5,7 @@
 //! usage: cargo run --release -p observe --features perf-writer --example perf_data_synth -- N OUT
 
 use observe::perfmem::data_source::*;
-use observe::perfmem::writer::{Event, PerfDataWriter, Sample};
+use observe::perfmem::writer::{intel_mem_events, PerfDataWriter, Sample};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -14,18 +14,7 @@ fn main() {
         eprintln!("usage: perf_data_synth N OUT");
         std::process::exit(2);
     };
-    let mut w = PerfDataWriter::new(vec![
-        Event {
-            name: "cpu/mem-loads,ldlat=30/P".into(),
-            attr_type: 4,
-            config: 0x1cd,
-        },
-        Event {
-            name: "cpu/mem-stores/P".into(),
-            attr_type: 4,
-            config: 0x82d0,
-        },
-    ]);
+    let mut w = PerfDataWriter::new(intel_mem_events());
     let pid = 1000;
     w.comm(pid, pid, "synth");
     w.mmap2(pid, 0x40_0000, 0x10000, 0, 5, 1, "/opt/synth");

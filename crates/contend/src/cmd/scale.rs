@@ -240,17 +240,6 @@ fn plan_runs(
     })
 }
 
-fn spread(values: &[f64]) -> Spread {
-    Spread::of(values).unwrap_or(Spread {
-        n: 0,
-        min: f64::NAN,
-        median: f64::NAN,
-        mean: f64::NAN,
-        max: f64::NAN,
-        stdev: f64::NAN,
-    })
-}
-
 pub fn run(args: Args) -> anyhow::Result<()> {
     if args.threads.is_empty() || args.threads.contains(&0) {
         return Err(bad_input("--threads: give thread counts of 1 or more"));
@@ -518,10 +507,10 @@ fn model(
                 .collect();
             let pick =
                 |f: fn(&RunResult) -> f64| -> Vec<f64> { these.iter().map(|r| f(r)).collect() };
-            let elapsed = spread(&pick(|r| r.elapsed_ns));
-            let active = spread(&pick(|r| r.active_threads));
-            let waiting = spread(&pick(|r| r.runq_wait_ns / r.elapsed_ns.max(1.0)));
-            let service = spread(&pick(|r| r.service_ns));
+            let elapsed = Spread::of_or_nan(&pick(|r| r.elapsed_ns));
+            let active = Spread::of_or_nan(&pick(|r| r.active_threads));
+            let waiting = Spread::of_or_nan(&pick(|r| r.runq_wait_ns / r.elapsed_ns.max(1.0)));
+            let service = Spread::of_or_nan(&pick(|r| r.service_ns));
             let lock_waits: Vec<f64> = these.iter().filter_map(|r| r.lock_wait_ns).collect();
             let coverage: Vec<f64> = these.iter().filter_map(|r| r.coverage_pct).collect();
             if let Some(c) = Spread::of(&coverage).map(|s| s.min).filter(|&c| c < 90.0) {
@@ -537,9 +526,9 @@ fn model(
             };
             // One unit per configuration: cycles only when every run counted them.
             let work = if unit == WorkUnit::Cycles {
-                spread(&pick(|r| r.work))
+                Spread::of_or_nan(&pick(|r| r.work))
             } else {
-                spread(&pick(|r| r.cpu_ns))
+                Spread::of_or_nan(&pick(|r| r.cpu_ns))
             };
             let optional = |f: fn(&RunResult) -> Option<f64>| {
                 let v: Vec<f64> = these.iter().filter_map(|r| f(r)).collect();

@@ -44,6 +44,23 @@ const FEATURE_EVENT_DESC: u32 = 12;
 const FEATURE_NUMA_TOPOLOGY: u32 = 14;
 const FEATURE_MEM_TOPOLOGY: u32 = 22;
 
+/// The two events `perf c2c record` opens on Intel (PEBS load latency above 30 cycles, and
+/// precise stores), with their `perf_event_attr` type (the `cpu` PMU, 4) and config.
+pub fn intel_mem_events() -> Vec<Event> {
+    vec![
+        Event {
+            name: "cpu/mem-loads,ldlat=30/P".into(),
+            attr_type: 4,
+            config: 0x1cd,
+        },
+        Event {
+            name: "cpu/mem-stores/P".into(),
+            attr_type: 4,
+            config: 0x82d0,
+        },
+    ]
+}
+
 /// A perf.data file being built in memory.
 #[derive(Debug, Clone)]
 pub struct PerfDataWriter {
@@ -266,7 +283,7 @@ impl PerfDataWriter {
 
 /// A known file: the reader's unit tests and the CLI's comparison with `perf c2c report` use it.
 pub mod scenario {
-    use super::{Event, PerfDataWriter, Sample};
+    use super::{PerfDataWriter, Sample};
     use crate::perfmem::data_source::*;
 
     pub const PID: u32 = 4242;
@@ -283,18 +300,7 @@ pub mod scenario {
     /// read-modify-writes by both at offset 0), and a quiet line (one store, one load, no HITM).
     /// Local HITM 95, remote HITM 5, as asserted below and by perf c2c report in the CLI test.
     pub fn scenario() -> Vec<u8> {
-        let mut w = PerfDataWriter::new(vec![
-            Event {
-                name: "cpu/mem-loads,ldlat=30/P".into(),
-                attr_type: 4,
-                config: 0x1cd,
-            },
-            Event {
-                name: "cpu/mem-stores/P".into(),
-                attr_type: 4,
-                config: 0x82d0,
-            },
-        ]);
+        let mut w = PerfDataWriter::new(super::intel_mem_events());
         w.comm(PID, PID, "fs_demo");
         w.mmap2(PID, 0x40_0000, 0x1000, 0, 5, 77, "/opt/fs_demo");
         w.mmap2(PID, 0x60_1000, 0x1000, 0x1000, 3, 77, "/opt/fs_demo");
