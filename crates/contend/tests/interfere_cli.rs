@@ -75,6 +75,18 @@ fn the_generator_runs_beside_the_program_and_diff_compares() {
     assert!(i["seconds"].as_f64().unwrap() > 0.0);
 
     let out = Command::new(CONTEND)
+        .arg("report")
+        .arg(&with)
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        report.contains("interfered:  mem generate on CPU(s) 1 beside the program: 0.")
+            && report.contains("GB/s achieved (target 0.50 GB/s)"),
+        "{report}"
+    );
+
+    let out = Command::new(CONTEND)
         .args(["diff", "--metric", "activity.service*"])
         .arg(&without)
         .arg(&with)

@@ -27,6 +27,9 @@ pub struct RunSummary {
     pub events: u64,
     pub events_dropped: u64,
     pub exit_status: Option<i32>,
+    /// A generator run beside the program (`record --interfere`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interference: Option<trace::meta::Interference>,
 }
 
 /// The clock the streams' timestamps count.
@@ -104,6 +107,7 @@ impl RunSummary {
                 .fold(0u64, |a, s| a.saturating_add(s.dropped)),
             streams,
             exit_status: meta.exit_status,
+            interference: meta.interference.clone(),
         }
     }
 }
@@ -148,6 +152,23 @@ pub fn render(r: &RunSummary) -> String {
     let _ = writeln!(out, "  captured:    {captured}");
     for u in &r.unavailable {
         let _ = writeln!(out, "  unavailable: {}: {}", u.what, u.why);
+    }
+    if let Some(i) = &r.interference {
+        let what = i
+            .command
+            .get(1..3)
+            .map_or("generator".into(), |w| w.join(" "));
+        let rate = match (i.achieved_gb_s, i.target_gb_s, &i.error) {
+            (Some(a), Some(t), _) => format!("{a:.2} GB/s achieved (target {t:.2} GB/s)"),
+            (Some(a), None, _) => format!("{a:.2} GB/s achieved (flat out)"),
+            (None, _, Some(e)) => format!("no result: {e}"),
+            (None, _, None) => "no result".into(),
+        };
+        let _ = writeln!(
+            out,
+            "  interfered:  {what} on CPU(s) {} beside the program: {rate}",
+            topology::CpuSet::list_in_order(&i.cpus)
+        );
     }
     let _ = writeln!(
         out,
