@@ -106,7 +106,14 @@ pub fn together_lower_bound(threads: &[ThreadSamples], start: u64, cpus: Option<
     rounds.sort_unstable();
     rounds.dedup();
     let index: BTreeMap<u64, usize> = rounds.iter().enumerate().map(|(i, &t)| (t, i)).collect();
-    let len = |k: usize| rounds[k] - if k == 0 { start.min(rounds[0]) } else { rounds[k - 1] };
+    let len = |k: usize| {
+        rounds[k]
+            - if k == 0 {
+                start.min(rounds[0])
+            } else {
+                rounds[k - 1]
+            }
+    };
     let mut sum = vec![0u64; rounds.len()];
     let mut running = vec![0u32; rounds.len()];
     for t in threads {
@@ -153,16 +160,12 @@ pub fn per_process(r: &Recorded<'_>) -> BTreeMap<u32, Concurrency> {
     let pids: BTreeSet<u32> = r.samples.iter().map(|t| t.pid).collect();
     let mut out = BTreeMap::new();
     for pid in pids {
-        let threads: Vec<ThreadSamples> = r
-            .samples
-            .iter()
-            .filter(|t| t.pid == pid)
-            .cloned()
-            .collect();
+        let threads: Vec<ThreadSamples> =
+            r.samples.iter().filter(|t| t.pid == pid).cloned().collect();
         let traced = r.states_complete
-            && threads.iter().all(|t| {
-                states.contains_key(&t.tid) || t.samples.iter().all(|s| s.on_cpu_ns == 0)
-            });
+            && threads
+                .iter()
+                .all(|t| states.contains_key(&t.tid) || t.samples.iter().all(|s| s.on_cpu_ns == 0));
         let c = if traced {
             let intervals: Vec<Vec<(u64, u64)>> = threads
                 .iter()
@@ -300,7 +303,10 @@ mod tests {
             (1, vec![change(0, State::Running), change(20, State::Dead)]),
             (2, vec![change(5, State::Running), change(20, State::Dead)]),
             // Process 2's thread 4 has no states: its process falls back to the bound.
-            (3, vec![change(0, State::Running), change(5, State::Sleeping)]),
+            (
+                3,
+                vec![change(0, State::Running), change(5, State::Sleeping)],
+            ),
         ];
         let r = Recorded {
             samples: &t,
