@@ -526,3 +526,105 @@ fn the_report_has_tables_and_heat_strips() {
         );
     }
 }
+
+/// Threads confined to one CPU are never on a CPU together: the concurrency is measured as 0,
+/// and a run with no hot line (here forced by a threshold no run reaches) is "unknown", never
+/// "no false or true sharing found", although reader_writer has false sharing.
+#[test]
+fn threads_on_one_cpu_give_an_unknown_verdict_not_a_clean_bill() {
+    let _guard = serial();
+    if !testkit::require_command("gcc", "gcc") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    build_examples("gcc", d);
+    let run = d.join("one-cpu.run");
+    let out = Command::new(CONTEND)
+        .args([
+            "c2c",
+            "record",
+            "--cpus",
+            "0",
+            "--hot-after",
+            "1000000",
+            "-o",
+        ])
+        .arg(&run)
+        .arg("--")
+        .arg(d.join("reader_writer"))
+        .args(["-c", "20"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let json = Command::new(CONTEND)
+        .args(["c2c", "report", "--json"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(v["lines"].as_array().unwrap().len(), 0, "{v:#}");
+    assert_eq!(v["concurrency"]["on_cpu_together_ns"], 0, "{v:#}");
+    // 1 000 000 transfers to become hot: the threshold grows with it (20 ms per 64).
+    assert_eq!(
+        v["concurrency"]["threshold_ns"].as_u64().unwrap(),
+        20_000_000u64 * 1_000_000 / 64
+    );
+    assert_eq!(v["verdict"], "unknown");
+    let shown = Command::new(CONTEND)
+        .args(["report"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    let shown = text(&shown.stdout);
+    assert!(
+        shown.contains("the threads were on a CPU together for only ")
+            && shown.contains("the verdict is unknown")
+            && !shown.contains("no false or true sharing found"),
+        "{shown}"
+    );
+}
+
+/// Without the sampler (`--interval 0`) the concurrency is not measured: the JSON has no
+/// figure (null, not 0) and the text says so instead of a plain "no sharing found".
+#[test]
+fn without_sampling_the_concurrency_is_not_measured_and_not_printed_as_zero() {
+    let _guard = serial();
+    if !testkit::require_command("gcc", "gcc") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    build_examples("gcc", d);
+    let run = d.join("unsampled.run");
+    let out = Command::new(CONTEND)
+        .args(["c2c", "record", "--interval", "0", "-o"])
+        .arg(&run)
+        .arg("--")
+        .arg(d.join("reader_writer"))
+        .args(["-c", "10", "padded"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let json = Command::new(CONTEND)
+        .args(["c2c", "report", "--json"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert!(v["concurrency"]["on_cpu_together_ns"].is_null(), "{v:#}");
+    assert!(v["processes"][0]["concurrency"].is_null(), "{v:#}");
+    assert_eq!(v["verdict"], "no-sharing");
+    let shown = Command::new(CONTEND)
+        .args(["c2c", "report"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    let shown = text(&shown.stdout);
+    assert!(
+        shown.contains("threads on a CPU together: not measured")
+            && shown.contains("was not measured")
+            && !shown.contains("no false or true sharing found"),
+        "{shown}"
+    );
+}
