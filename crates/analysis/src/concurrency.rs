@@ -9,13 +9,17 @@
 //!   swept together; time with two or more intervals open is counted. A thread's time before
 //!   its first recorded change is not counted (its state is unknown there), so the figure can
 //!   only be short, never long, by that.
-//! - **schedstat samples** (a lower bound): in a sampling interval of length L in which
-//!   threads got service s_i and at most p of them could run at once (p = min(CPUs, threads
-//!   with service)), let t_k be the time with exactly k running; Σ s_i = Σ k t_k ≤
-//!   (L − T₂) + p T₂ where T₂ is the time with two or more, so T₂ ≥ (Σ s_i − L)/(p − 1). The
-//!   bound is summed over intervals (0 where negative). Each s_i is first clipped to L (the
-//!   sampler reads threads one after another, so an interval's figure can exceed L by a few
-//!   µs).
+//! - **schedstat samples** (a lower bound): over a span of length L in which threads got
+//!   service s_i and at most p of them could run at once (p = min(CPUs, threads with
+//!   service)), let t_k be the time with exactly k running; Σ s_i = Σ k t_k ≤ (L − T₂) + p T₂
+//!   where T₂ is the time with two or more, so T₂ ≥ (Σ s_i − L)/(p − 1) (0 when negative).
+//!   The span is the whole recording, not each sampling interval: the sampler reads the
+//!   threads one after another and stamps them with the round's time, and a sampler delayed
+//!   on a busy machine puts one thread's service of a later moment into an interval, which
+//!   per interval made threads that took turns on one CPU look concurrent (seen: 1.3 ms
+//!   "together" in a run whose line had no transfer once hot). Over the whole run each
+//!   thread's total is exact but for the CPU time after its last read, which is missed and
+//!   only lowers the bound.
 //!
 //! Pure: the caller decodes the streams (`service::thread_samples`, `trace::sched`).
 
@@ -94,47 +98,30 @@ pub fn together_from_intervals(threads: &[Vec<(u64, u64)>]) -> u64 {
     together
 }
 
-/// Lower bound on concurrent on-CPU time from one process's schedstat samples (see the module
-/// documentation). `start` is when the recording started; `cpus` how many CPUs the process
-/// could use (`None`: unknown, then the number of threads with service bounds it, which keeps
-/// the bound valid).
-pub fn together_lower_bound(threads: &[ThreadSamples], start: u64, cpus: Option<u32>) -> u64 {
-    let mut rounds: Vec<u64> = threads
+/// Lower bound on concurrent on-CPU time from one process's schedstat samples over the
+/// recording `[start, end]` (see the module documentation). `cpus` is how many CPUs the
+/// process could use (`None`: unknown, then the number of threads with service bounds it,
+/// which keeps the bound valid).
+pub fn together_lower_bound(
+    threads: &[ThreadSamples],
+    start: u64,
+    end: u64,
+    cpus: Option<u32>,
+) -> u64 {
+    let span = end.saturating_sub(start);
+    // No thread can have run longer than the span (an attached thread's first figure may hold
+    // CPU time from before it: not beyond the span either).
+    let service: Vec<u64> = threads
         .iter()
-        .flat_map(|t| t.samples.iter().map(|s| s.ts))
+        .map(|t| t.samples.iter().map(|s| s.on_cpu_ns).sum::<u64>().min(span))
+        .filter(|&s| s > 0)
         .collect();
-    rounds.sort_unstable();
-    rounds.dedup();
-    let index: BTreeMap<u64, usize> = rounds.iter().enumerate().map(|(i, &t)| (t, i)).collect();
-    let len = |k: usize| {
-        rounds[k]
-            - if k == 0 {
-                start.min(rounds[0])
-            } else {
-                rounds[k - 1]
-            }
-    };
-    let mut sum = vec![0u64; rounds.len()];
-    let mut running = vec![0u32; rounds.len()];
-    for t in threads {
-        for s in &t.samples {
-            let k = index[&s.ts];
-            let on = s.on_cpu_ns.min(len(k));
-            if on > 0 {
-                sum[k] += on;
-                running[k] += 1;
-            }
-        }
+    let running = service.len() as u32;
+    let p = u64::from(cpus.map_or(running, |c| c.min(running)));
+    if p < 2 {
+        return 0;
     }
-    (0..rounds.len())
-        .map(|k| {
-            let p = u64::from(cpus.map_or(running[k], |c| c.min(running[k])));
-            if p < 2 {
-                return 0;
-            }
-            sum[k].saturating_sub(len(k)) / (p - 1)
-        })
-        .sum()
+    service.iter().sum::<u64>().saturating_sub(span) / (p - 1)
 }
 
 /// What the sampler recorded of a run, for [`per_process`].
@@ -181,7 +168,7 @@ pub fn per_process(r: &Recorded<'_>) -> BTreeMap<u32, Concurrency> {
             }
         } else {
             Concurrency {
-                on_cpu_together_ns: together_lower_bound(&threads, r.start, r.cpus),
+                on_cpu_together_ns: together_lower_bound(&threads, r.start, r.end, r.cpus),
                 exact: false,
                 method: Method::SchedstatBound,
             }
@@ -261,32 +248,38 @@ mod tests {
     }
 
     #[test]
-    fn the_schedstat_bound_is_what_service_beyond_the_interval_forces() {
-        // Rounds of 10 ns on 2 CPUs. Round 1: 10 + 10 = 20 > 10: together all 10. Round 2:
-        // 6 + 6 = 12: at least 2 together. Round 3: 5 + 5 = 10: they may have taken turns, 0.
+    fn the_schedstat_bound_is_what_service_beyond_the_span_forces() {
+        // 30 ns recorded on 2 CPUs; each thread ran 10 + 6 + 5 = 21: Σ 42 > 30, so at least
+        // 12 of it together.
         let t = [samples(1, 1, &[10, 6, 5]), samples(1, 2, &[10, 6, 5])];
-        assert_eq!(together_lower_bound(&t, 0, Some(2)), 12);
+        assert_eq!(together_lower_bound(&t, 0, 30, Some(2)), 12);
         // CPUs unknown: the two threads bound it the same way.
-        assert_eq!(together_lower_bound(&t, 0, None), 12);
-        // Three threads on 4 CPUs with 10 each in a round of 10: Σ = 30, (30 − 10)/(3 − 1) = 10.
+        assert_eq!(together_lower_bound(&t, 0, 30, None), 12);
+        // Three threads on 4 CPUs with 10 each in 10: Σ = 30, (30 − 10)/(3 − 1) = 10.
         let t3 = [
             samples(1, 1, &[10]),
             samples(1, 2, &[10]),
             samples(1, 3, &[10]),
         ];
-        assert_eq!(together_lower_bound(&t3, 0, Some(4)), 10);
+        assert_eq!(together_lower_bound(&t3, 0, 10, Some(4)), 10);
         // ... and on 8 CPUs the same: p is at most the threads that ran.
-        assert_eq!(together_lower_bound(&t3, 0, Some(8)), 10);
+        assert_eq!(together_lower_bound(&t3, 0, 10, Some(8)), 10);
         // One CPU: never together.
-        assert_eq!(together_lower_bound(&t3, 0, Some(1)), 0);
+        assert_eq!(together_lower_bound(&t3, 0, 10, Some(1)), 0);
+        // Taking turns (Σ ≤ span): nothing can be said.
+        assert_eq!(together_lower_bound(&t, 0, 42, Some(2)), 0);
     }
 
     #[test]
-    fn a_sample_longer_than_its_interval_is_clipped() {
-        // 13 in an interval of 10 (the sampler read the thread late): counted as 10, so with
-        // the other thread's 2 the bound is 2, not 5.
-        let t = [samples(1, 1, &[13]), samples(1, 2, &[2])];
-        assert_eq!(together_lower_bound(&t, 0, Some(2)), 2);
+    fn a_late_sampler_read_does_not_make_turns_look_concurrent() {
+        // Two threads took turns on one CPU, 10 each in 20 ns, but the sampler read thread 2
+        // late in the first round: its rounds say 5 + 5 against thread 1's 10 + 0. Per
+        // interval that would look like 10 + 5 > 10; over the run, 20 ≤ 20: nothing forced.
+        let t = [samples(1, 1, &[10, 0]), samples(1, 2, &[5, 5])];
+        assert_eq!(together_lower_bound(&t, 0, 20, Some(2)), 0);
+        // A figure longer than the span (an attached thread's past) counts as the span.
+        let t = [samples(1, 1, &[50]), samples(1, 2, &[4])];
+        assert_eq!(together_lower_bound(&t, 0, 10, Some(2)), 4);
     }
 
     #[test]
@@ -327,9 +320,9 @@ mod tests {
         );
         assert_eq!(c[&2].method, Method::SchedstatBound);
         assert!(!c[&2].exact);
-        // 5 + 5 in 10: they may have taken turns.
+        // 5 + 5 in 20: they may have taken turns.
         assert_eq!(c[&2].on_cpu_together_ns, 0);
-        // Lost tracepoint records: the bound, for every process (round 1 and 2: 10 each).
+        // Lost tracepoint records: the bound, for every process (20 + 20 in 20: all of it).
         let lossy = Recorded {
             states_complete: false,
             ..r

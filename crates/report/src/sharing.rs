@@ -292,8 +292,15 @@ fn no_hot_line(report: &SharingReport) -> String {
     let c = &report.concurrency;
     match (report.verdict, c.on_cpu_together_ns) {
         (Verdict::Unknown, Some(ns)) => format!(
-            "No cache line became hot, but the threads were on a CPU together for only {} (less than the {} needed for sharing to show): the verdict is unknown, not \"no sharing\".\n  Rerun on a quieter machine, with more work (a longer run), or with --exhaustive (every line tracked from its first access).\n",
-            together_text(c, ns),
+            "No cache line became hot, but the threads were on a CPU together for {} (less than the {} needed for sharing to show): the verdict is unknown, not \"no sharing\".\n  Rerun on a quieter machine, with more work (a longer run), or with --exhaustive (every line tracked from its first access).\n",
+            if c.exact == Some(true) {
+                format!("only {} (exact, from the sched tracepoints)", ms(ns))
+            } else {
+                format!(
+                    "{} as far as the schedstat samples show (a lower bound: perhaps longer)",
+                    ms(ns)
+                )
+            },
             ms(c.threshold_ns)
         ),
         _ if !c.multi_threaded => "No cache line was shared: no process had two threads.\n".to_string(),
@@ -724,20 +731,22 @@ mod tests {
             text.contains("45.0 ms (exact, from the sched tracepoints)"),
             "{text}"
         );
-        assert!(text.contains("more than the 20.0 ms"), "{text}");
+        assert!(text.contains("more than the 3.0 ms"), "{text}");
     }
 
     #[test]
     fn nothing_hot_after_too_little_concurrency_is_unknown_never_no_sharing() {
         let mut r = rank(vec![], 0);
-        r.judge(together(3_200_000, false), true, 64);
+        r.judge(together(1_200_000, false), true, 64);
         let text = render(&r, &[], &Naming::default(), 5, 100.0);
         assert!(!text.contains("no false or true sharing found"), "{text}");
         assert!(
-            text.contains("on a CPU together for only at least 3.2 ms (a lower bound"),
+            text.contains(
+                "on a CPU together for 1.2 ms as far as the schedstat samples show (a lower bound"
+            ),
             "{text}"
         );
-        assert!(text.contains("less than the 20.0 ms needed"), "{text}");
+        assert!(text.contains("less than the 3.0 ms needed"), "{text}");
         assert!(text.contains("the verdict is unknown"), "{text}");
         assert!(text.contains("--exhaustive"), "{text}");
     }
