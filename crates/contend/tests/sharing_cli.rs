@@ -392,7 +392,11 @@ fn every_planted_case(compiler: &str) {
     if !testkit::require_command(compiler, compiler) {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
+    // The compiler in the directory's name, which the logged lines begin with.
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("sharing-{compiler}-"))
+        .tempdir()
+        .unwrap();
     let d = dir.path();
     build_examples(compiler, d);
     for name in [
