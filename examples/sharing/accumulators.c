@@ -18,9 +18,11 @@
  *          site=accumulators.c:93 size=80 addr=0x55d0c2f1a2a0 fields=args[0]@0+40,args[1]@40+40
  *          threads=2 iters=20000000
  * (one line; `padded`: case=none allocator=aligned_alloc size=128 fields=args[0]@0+40,
- * args[1]@64+40), then `done: elapsed_ns=N sx=... sxy=...`.  Format in examples/sharing/README.md.
+ * args[1]@64+40), then `done: elapsed_ns=N sx=... sxy=... iters=N0,N1` (the points each thread
+ * summed).  With `-c CPU_MS` each thread works until its own CPU time reaches CPU_MS (the
+ * truth line then says cpu_ms=CPU_MS instead of iters=ITERS).  Format in examples/sharing/README.md.
  *
- * usage: accumulators [-t THREADS] [-n POINTS_PER_THREAD] [padded]
+ * usage: accumulators [-t THREADS] [-n POINTS_PER_THREAD | -c CPU_MS] [padded]
  * defaults: -t 2 -n 20000000   (about 0.3 s on 2 CPUs, uninstrumented)
  *
  * build: contend cc -- cc -O2 -g accumulators.c -o accumulators
@@ -51,6 +53,48 @@ static int padded;
 static pthread_barrier_t start;
 static void *args;
 
+/* -c CPU_MS: each thread works until its own CPU time reaches CPU_MS, whatever the machine's
+ * speed or load (0: -n ITERS iterations).  Each thread checks its own clock between chunks:
+ * a shared stop flag would itself be shared memory, and a thread that barely ran would stop
+ * when the other did. */
+#define CHUNK 16384
+static long cpu_ms;
+static long done_iters[256];
+
+static long thread_cpu_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* How many iterations to do next, `done` being done: the rest of ITERS, or with -c a chunk
+ * while the thread's CPU time is short of CPU_MS.  0: finished. */
+static long next_chunk(long done)
+{
+    if (cpu_ms == 0)
+        return iters - done;
+    return thread_cpu_ms() >= cpu_ms ? 0 : CHUNK;
+}
+
+/* ` iters=N0,N1,...`: the iterations each thread did, for the done: line. */
+static void print_done_iters(void)
+{
+    printf(" iters=");
+    for (int i = 0; i < nthreads; i++)
+        printf("%s%ld", i ? "," : "", done_iters[i]);
+    printf("\n");
+}
+
+/* The truth line's sizing: `iters=ITERS`, or `cpu_ms=CPU_MS` when sized by CPU time. */
+static void print_sizing(void)
+{
+    if (cpu_ms)
+        printf("cpu_ms=%ld", cpu_ms);
+    else
+        printf("iters=%ld", iters);
+}
+
 static int64_t now_ns(void)
 {
     struct timespec t;
@@ -60,7 +104,7 @@ static int64_t now_ns(void)
 
 static void usage(const char *prog)
 {
-    fprintf(stderr, "usage: %s [-t THREADS (1..256)] [-n POINTS_PER_THREAD] [padded]\n", prog);
+    fprintf(stderr, "usage: %s [-t THREADS (1..256)] [-n POINTS_PER_THREAD | -c CPU_MS] [padded]\n", prog);
     exit(2);
 }
 
@@ -75,10 +119,11 @@ static long number(const char *prog, const char *s, long min, long max)
 
 /* The accumulation: points generated on the fly (a small LCG per thread) instead of read from
  * a file, so the only memory the threads write is their accumulators. */
-__attribute__((noinline)) static void linear_regression(volatile long long *a, unsigned seed)
+__attribute__((noinline)) static void linear_regression(volatile long long *a, unsigned *state,
+                                                         long n)
 {
-    unsigned s = seed;
-    for (long i = 0; i < iters; i++) {
+    unsigned s = *state;
+    for (long i = 0; i < n; i++) {
         s = s * 1103515245u + 12345u;
         long long x = (s >> 16) & 0xff, y = (s >> 8) & 0xff;
         a[0] += x;     /* SX */
@@ -87,6 +132,7 @@ __attribute__((noinline)) static void linear_regression(volatile long long *a, u
         a[3] += y * y; /* SYY */
         a[4] += x * y; /* SXY */
     }
+    *state = s;
 }
 
 static void *worker(void *arg)
@@ -94,7 +140,13 @@ static void *worker(void *arg)
     int id = (int)(intptr_t)arg;
     volatile long long *mine = padded ? &((lreg_padded *)args)[id].SX : &((lreg_args *)args)[id].SX;
     pthread_barrier_wait(&start);
-    linear_regression(mine, 12345u + (unsigned)id);
+    unsigned seed = 12345u + (unsigned)id;
+    long done = 0, n;
+    while ((n = next_chunk(done)) > 0) {
+        linear_regression(mine, &seed, n);
+        done += n;
+    }
+    done_iters[id] = done;
     return NULL;
 }
 
@@ -105,6 +157,8 @@ int main(int argc, char **argv)
             nthreads = (int)number(argv[0], argv[++i], 1, 256);
         else if (!strcmp(argv[i], "-n") && i + 1 < argc)
             iters = number(argv[0], argv[++i], 1, 1L << 40);
+        else if (!strcmp(argv[i], "-c") && i + 1 < argc)
+            cpu_ms = number(argv[0], argv[++i], 1, 3600000);
         else if (!strcmp(argv[i], "padded") || !strcmp(argv[i], "-p"))
             padded = 1;
         else
@@ -133,7 +187,9 @@ int main(int argc, char **argv)
            padded ? "aligned_alloc" : "calloc", site, size, args);
     for (int i = 0; i < nthreads; i++)
         printf("%sargs[%d]@%zu+%zu", i ? "," : "", i, (size_t)i * elem, sizeof(lreg_args));
-    printf(" threads=%d iters=%ld\n", nthreads, iters);
+    printf(" threads=%d ", nthreads);
+    print_sizing();
+    printf("\n");
     fflush(stdout);
 
     pthread_t t[256];
@@ -153,7 +209,8 @@ int main(int argc, char **argv)
         sx += a[0];
         sxy += a[4];
     }
-    printf("done: elapsed_ns=%lld sx=%lld sxy=%lld\n", (long long)(t1 - t0), sx, sxy);
+    printf("done: elapsed_ns=%lld sx=%lld sxy=%lld", (long long)(t1 - t0), sx, sxy);
+    print_done_iters();
     free(args);
     return 0;
 }

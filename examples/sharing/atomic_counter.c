@@ -12,9 +12,12 @@
  *   truth: program=atomic_counter case=true-sharing object=counter kind=global size=64
  *          addr=0x55d0c1a4c040 fields=value@0+8 threads=2 iters=10000000
  * (one line; `padded`: case=none object=private_counts size=16384 fields=counts[0]@0+8,
- * counts[1]@64+8), then `done: elapsed_ns=N total=T` where T = THREADS x ITERS.
+ * counts[1]@64+8), then `done: elapsed_ns=N total=T iters=N0,N1` where T is the sum of the
+ * iterations each thread did (N0 + N1; THREADS x ITERS with -n).  With `-c CPU_MS` each thread
+ * works until its own CPU time reaches CPU_MS (the truth line then says cpu_ms=CPU_MS instead
+ * of iters=ITERS).
  *
- * usage: atomic_counter [-t THREADS] [-n ITERS] [padded]
+ * usage: atomic_counter [-t THREADS] [-n ITERS | -c CPU_MS] [padded]
  * defaults: -t 2 -n 10000000   (about 0.3 s on 2 CPUs, uninstrumented)
  *
  * build: contend cc -- cc -O2 -g atomic_counter.c -o atomic_counter
@@ -46,6 +49,48 @@ static int nthreads = 2;
 static int padded;
 static pthread_barrier_t start;
 
+/* -c CPU_MS: each thread works until its own CPU time reaches CPU_MS, whatever the machine's
+ * speed or load (0: -n ITERS iterations).  Each thread checks its own clock between chunks:
+ * a shared stop flag would itself be shared memory, and a thread that barely ran would stop
+ * when the other did. */
+#define CHUNK 16384
+static long cpu_ms;
+static long done_iters[256];
+
+static long thread_cpu_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* How many iterations to do next, `done` being done: the rest of ITERS, or with -c a chunk
+ * while the thread's CPU time is short of CPU_MS.  0: finished. */
+static long next_chunk(long done)
+{
+    if (cpu_ms == 0)
+        return iters - done;
+    return thread_cpu_ms() >= cpu_ms ? 0 : CHUNK;
+}
+
+/* ` iters=N0,N1,...`: the iterations each thread did, for the done: line. */
+static void print_done_iters(void)
+{
+    printf(" iters=");
+    for (int i = 0; i < nthreads; i++)
+        printf("%s%ld", i ? "," : "", done_iters[i]);
+    printf("\n");
+}
+
+/* The truth line's sizing: `iters=ITERS`, or `cpu_ms=CPU_MS` when sized by CPU time. */
+static void print_sizing(void)
+{
+    if (cpu_ms)
+        printf("cpu_ms=%ld", cpu_ms);
+    else
+        printf("iters=%ld", iters);
+}
+
 static int64_t now_ns(void)
 {
     struct timespec t;
@@ -55,7 +100,7 @@ static int64_t now_ns(void)
 
 static void usage(const char *prog)
 {
-    fprintf(stderr, "usage: %s [-t THREADS (1..256)] [-n ITERS] [padded]\n", prog);
+    fprintf(stderr, "usage: %s [-t THREADS (1..256)] [-n ITERS | -c CPU_MS] [padded]\n", prog);
     exit(2);
 }
 
@@ -68,9 +113,9 @@ static long number(const char *prog, const char *s, long min, long max)
     return v;
 }
 
-__attribute__((noinline)) static void count(_Atomic long *c)
+__attribute__((noinline)) static void count(_Atomic long *c, long n)
 {
-    for (long i = 0; i < iters; i++)
+    for (long i = 0; i < n; i++)
         atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
 }
 
@@ -78,7 +123,12 @@ static void *worker(void *arg)
 {
     int id = (int)(intptr_t)arg;
     pthread_barrier_wait(&start);
-    count(padded ? &private_counts[id].count : &counter.value);
+    long done = 0, n;
+    while ((n = next_chunk(done)) > 0) {
+        count(padded ? &private_counts[id].count : &counter.value, n);
+        done += n;
+    }
+    done_iters[id] = done;
     return NULL;
 }
 
@@ -89,6 +139,8 @@ int main(int argc, char **argv)
             nthreads = (int)number(argv[0], argv[++i], 1, 256);
         else if (!strcmp(argv[i], "-n") && i + 1 < argc)
             iters = number(argv[0], argv[++i], 1, 1L << 40);
+        else if (!strcmp(argv[i], "-c") && i + 1 < argc)
+            cpu_ms = number(argv[0], argv[++i], 1, 3600000);
         else if (!strcmp(argv[i], "padded") || !strcmp(argv[i], "-p"))
             padded = 1;
         else
@@ -100,13 +152,14 @@ int main(int argc, char **argv)
                sizeof private_counts, (void *)private_counts);
         for (int i = 0; i < nthreads; i++)
             printf("%scounts[%d]@%zu+8", i ? "," : "", i, (size_t)i * sizeof(struct slot));
-        printf(" threads=%d iters=%ld\n", nthreads, iters);
+        printf(" threads=%d ", nthreads);
     } else {
         printf("truth: program=atomic_counter case=%s object=counter kind=global size=%zu "
-               "addr=%p fields=value@0+8 threads=%d iters=%ld\n",
-               nthreads > 1 ? "true-sharing" : "none", sizeof counter, (void *)&counter, nthreads,
-               iters);
+               "addr=%p fields=value@0+8 threads=%d ",
+               nthreads > 1 ? "true-sharing" : "none", sizeof counter, (void *)&counter, nthreads);
     }
+    print_sizing();
+    printf("\n");
     fflush(stdout);
 
     pthread_t t[256];
@@ -123,6 +176,10 @@ int main(int argc, char **argv)
     long total = atomic_load(&counter.value);
     for (int i = 0; i < nthreads; i++)
         total += atomic_load(&private_counts[i].count);
-    printf("done: elapsed_ns=%lld total=%ld\n", (long long)(t1 - t0), total);
-    return total == (long)nthreads * iters ? 0 : 1;
+    long expected = 0;
+    for (int i = 0; i < nthreads; i++)
+        expected += done_iters[i];
+    printf("done: elapsed_ns=%lld total=%ld", (long long)(t1 - t0), total);
+    print_done_iters();
+    return total == expected ? 0 : 1;
 }

@@ -14,9 +14,11 @@
  *          site=histograms.c:101 size=64 addr=0x55d0c2f1a2c0 fields=hist[0]@0+32,hist[1]@32+32
  *          threads=2 iters=80000000
  * (one line; `padded`: case=none size=128 fields=hist[0]@0+32,hist[1]@64+32), then
- * `done: elapsed_ns=N total=...`.  Format in examples/sharing/README.md.
+ * `done: elapsed_ns=N total=... iters=N0,N1` (the values each thread classified).  With
+ * `-c CPU_MS` each thread works until its own CPU time reaches CPU_MS (the truth line then
+ * says cpu_ms=CPU_MS instead of iters=ITERS).  Format in examples/sharing/README.md.
  *
- * usage: histograms [-t THREADS] [-n VALUES_PER_THREAD] [padded]
+ * usage: histograms [-t THREADS] [-n VALUES_PER_THREAD | -c CPU_MS] [padded]
  * defaults: -t 2 -n 80000000   (about 0.3 s on 2 CPUs, uninstrumented)
  *
  * build: contend cc -- cc -O2 -g histograms.c -o histograms
@@ -40,6 +42,48 @@ static unsigned *hist;
 /* Bins between the starts of two threads' histograms: 8 (adjacent) or 16 (a line each). */
 static size_t stride;
 
+/* -c CPU_MS: each thread works until its own CPU time reaches CPU_MS, whatever the machine's
+ * speed or load (0: -n ITERS iterations).  Each thread checks its own clock between chunks:
+ * a shared stop flag would itself be shared memory, and a thread that barely ran would stop
+ * when the other did. */
+#define CHUNK 16384
+static long cpu_ms;
+static long done_iters[256];
+
+static long thread_cpu_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* How many iterations to do next, `done` being done: the rest of ITERS, or with -c a chunk
+ * while the thread's CPU time is short of CPU_MS.  0: finished. */
+static long next_chunk(long done)
+{
+    if (cpu_ms == 0)
+        return iters - done;
+    return thread_cpu_ms() >= cpu_ms ? 0 : CHUNK;
+}
+
+/* ` iters=N0,N1,...`: the iterations each thread did, for the done: line. */
+static void print_done_iters(void)
+{
+    printf(" iters=");
+    for (int i = 0; i < nthreads; i++)
+        printf("%s%ld", i ? "," : "", done_iters[i]);
+    printf("\n");
+}
+
+/* The truth line's sizing: `iters=ITERS`, or `cpu_ms=CPU_MS` when sized by CPU time. */
+static void print_sizing(void)
+{
+    if (cpu_ms)
+        printf("cpu_ms=%ld", cpu_ms);
+    else
+        printf("iters=%ld", iters);
+}
+
 static int64_t now_ns(void)
 {
     struct timespec t;
@@ -49,7 +93,7 @@ static int64_t now_ns(void)
 
 static void usage(const char *prog)
 {
-    fprintf(stderr, "usage: %s [-t THREADS (1..256)] [-n VALUES_PER_THREAD] [padded]\n", prog);
+    fprintf(stderr, "usage: %s [-t THREADS (1..256)] [-n VALUES_PER_THREAD | -c CPU_MS] [padded]\n", prog);
     exit(2);
 }
 
@@ -62,20 +106,27 @@ static long number(const char *prog, const char *s, long min, long max)
     return v;
 }
 
-__attribute__((noinline)) static void classify(volatile unsigned *bins, unsigned seed)
+__attribute__((noinline)) static void classify(volatile unsigned *bins, unsigned *state, long n)
 {
-    unsigned s = seed;
-    for (long i = 0; i < iters; i++) {
+    unsigned s = *state;
+    for (long i = 0; i < n; i++) {
         s = s * 1664525u + 1013904223u;
         bins[(s >> 24) % BINS]++;
     }
+    *state = s;
 }
 
 static void *worker(void *arg)
 {
     int id = (int)(intptr_t)arg;
     pthread_barrier_wait(&start);
-    classify(hist + (size_t)id * stride, 77u + (unsigned)id);
+    unsigned seed = 77u + (unsigned)id;
+    long done = 0, n;
+    while ((n = next_chunk(done)) > 0) {
+        classify(hist + (size_t)id * stride, &seed, n);
+        done += n;
+    }
+    done_iters[id] = done;
     return NULL;
 }
 
@@ -86,6 +137,8 @@ int main(int argc, char **argv)
             nthreads = (int)number(argv[0], argv[++i], 1, 256);
         else if (!strcmp(argv[i], "-n") && i + 1 < argc)
             iters = number(argv[0], argv[++i], 1, 1L << 40);
+        else if (!strcmp(argv[i], "-c") && i + 1 < argc)
+            cpu_ms = number(argv[0], argv[++i], 1, 3600000);
         else if (!strcmp(argv[i], "padded") || !strcmp(argv[i], "-p"))
             padded = 1;
         else
@@ -108,7 +161,9 @@ int main(int argc, char **argv)
     for (int i = 0; i < nthreads; i++)
         printf("%shist[%d]@%zu+%zu", i ? "," : "", i, (size_t)i * stride * sizeof(unsigned),
                BINS * sizeof(unsigned));
-    printf(" threads=%d iters=%ld\n", nthreads, iters);
+    printf(" threads=%d ", nthreads);
+    print_sizing();
+    printf("\n");
     fflush(stdout);
 
     pthread_t t[256];
@@ -126,7 +181,8 @@ int main(int argc, char **argv)
     for (int i = 0; i < nthreads; i++)
         for (int b = 0; b < BINS; b++)
             total += hist[(size_t)i * stride + (size_t)b];
-    printf("done: elapsed_ns=%lld total=%llu\n", (long long)(t1 - t0), total);
+    printf("done: elapsed_ns=%lld total=%llu", (long long)(t1 - t0), total);
+    print_done_iters();
     free(hist);
     return 0;
 }

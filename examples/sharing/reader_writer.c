@@ -13,9 +13,11 @@
  *   truth: program=reader_writer case=false-sharing object=rw kind=global size=64
  *          addr=0x55d0c1a4c040 fields=reader@0+8,writer@8+8 threads=2 iters=200000000
  * (one line; `padded` gives case=none object=rw_padded size=128 fields=reader@0+8,writer@64+8)
- * and then `done: elapsed_ns=N`.  Format in examples/sharing/README.md.
+ * and then `done: elapsed_ns=N check=C iters=N0,N1` (the iterations each thread did).
+ * With `-c CPU_MS` each thread works until its own CPU time reaches CPU_MS (the truth line
+ * then says cpu_ms=CPU_MS instead of iters=ITERS).  Format in examples/sharing/README.md.
  *
- * usage: reader_writer [-t THREADS] [-n ITERS] [padded]
+ * usage: reader_writer [-t THREADS] [-n ITERS | -c CPU_MS] [padded]
  * defaults: -t 2 -n 200000000   (about 0.2 s on 2 CPUs, uninstrumented)
  *
  * build: contend cc -- cc -O2 -g reader_writer.c -o reader_writer
@@ -53,6 +55,48 @@ static int padded;
 static pthread_barrier_t start;
 static long sums[256];
 
+/* -c CPU_MS: each thread works until its own CPU time reaches CPU_MS, whatever the machine's
+ * speed or load (0: -n ITERS iterations).  Each thread checks its own clock between chunks:
+ * a shared stop flag would itself be shared memory, and a thread that barely ran would stop
+ * when the other did. */
+#define CHUNK 16384
+static long cpu_ms;
+static long done_iters[256];
+
+static long thread_cpu_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* How many iterations to do next, `done` being done: the rest of ITERS, or with -c a chunk
+ * while the thread's CPU time is short of CPU_MS.  0: finished. */
+static long next_chunk(long done)
+{
+    if (cpu_ms == 0)
+        return iters - done;
+    return thread_cpu_ms() >= cpu_ms ? 0 : CHUNK;
+}
+
+/* ` iters=N0,N1,...`: the iterations each thread did, for the done: line. */
+static void print_done_iters(void)
+{
+    printf(" iters=");
+    for (int i = 0; i < nthreads; i++)
+        printf("%s%ld", i ? "," : "", done_iters[i]);
+    printf("\n");
+}
+
+/* The truth line's sizing: `iters=ITERS`, or `cpu_ms=CPU_MS` when sized by CPU time. */
+static void print_sizing(void)
+{
+    if (cpu_ms)
+        printf("cpu_ms=%ld", cpu_ms);
+    else
+        printf("iters=%ld", iters);
+}
+
 static int64_t now_ns(void)
 {
     struct timespec t;
@@ -62,7 +106,7 @@ static int64_t now_ns(void)
 
 static void usage(const char *prog)
 {
-    fprintf(stderr, "usage: %s [-t THREADS (2..256)] [-n ITERS] [padded]\n", prog);
+    fprintf(stderr, "usage: %s [-t THREADS (2..256)] [-n ITERS | -c CPU_MS] [padded]\n", prog);
     exit(2);
 }
 
@@ -75,16 +119,16 @@ static long number(const char *prog, const char *s, long min, long max)
     return v;
 }
 
-__attribute__((noinline)) static void write_field(volatile long *field)
+__attribute__((noinline)) static void write_field(volatile long *field, long from, long n)
 {
-    for (long i = 0; i < iters; i++)
+    for (long i = from; i < from + n; i++)
         *field = i;
 }
 
-__attribute__((noinline)) static long read_field(volatile long *field)
+__attribute__((noinline)) static long read_field(volatile long *field, long n)
 {
     long sum = 0;
-    for (long i = 0; i < iters; i++)
+    for (long i = 0; i < n; i++)
         sum += *field;
     return sum;
 }
@@ -93,10 +137,16 @@ static void *worker(void *arg)
 {
     int id = (int)(intptr_t)arg;
     pthread_barrier_wait(&start);
-    if (id == 0)
-        write_field(padded ? &rw_padded.writer : &rw.writer);
-    else
-        sums[id] = read_field(padded ? &rw_padded.reader : &rw.reader);
+    long done = 0, n, sum = 0;
+    while ((n = next_chunk(done)) > 0) {
+        if (id == 0)
+            write_field(padded ? &rw_padded.writer : &rw.writer, done, n);
+        else
+            sum += read_field(padded ? &rw_padded.reader : &rw.reader, n);
+        done += n;
+    }
+    sums[id] = sum;
+    done_iters[id] = done;
     return NULL;
 }
 
@@ -107,6 +157,8 @@ int main(int argc, char **argv)
             nthreads = (int)number(argv[0], argv[++i], 2, 256);
         else if (!strcmp(argv[i], "-n") && i + 1 < argc)
             iters = number(argv[0], argv[++i], 1, 1L << 40);
+        else if (!strcmp(argv[i], "-c") && i + 1 < argc)
+            cpu_ms = number(argv[0], argv[++i], 1, 3600000);
         else if (!strcmp(argv[i], "padded") || !strcmp(argv[i], "-p"))
             padded = 1;
         else
@@ -114,14 +166,16 @@ int main(int argc, char **argv)
     }
     if (padded)
         printf("truth: program=reader_writer case=none object=rw_padded kind=global size=%zu "
-               "addr=%p fields=reader@%zu+8,writer@%zu+8 threads=%d iters=%ld\n",
+               "addr=%p fields=reader@%zu+8,writer@%zu+8 threads=%d ",
                sizeof rw_padded, (void *)&rw_padded, offsetof(struct rw_padded, reader),
-               offsetof(struct rw_padded, writer), nthreads, iters);
+               offsetof(struct rw_padded, writer), nthreads);
     else
         printf("truth: program=reader_writer case=false-sharing object=rw kind=global size=%zu "
-               "addr=%p fields=reader@%zu+8,writer@%zu+8 threads=%d iters=%ld\n",
+               "addr=%p fields=reader@%zu+8,writer@%zu+8 threads=%d ",
                sizeof rw, (void *)&rw, offsetof(struct rw_together, reader),
-               offsetof(struct rw_together, writer), nthreads, iters);
+               offsetof(struct rw_together, writer), nthreads);
+    print_sizing();
+    printf("\n");
     fflush(stdout);
 
     pthread_t t[256];
@@ -138,6 +192,7 @@ int main(int argc, char **argv)
     long check = 0;
     for (int i = 1; i < nthreads; i++)
         check += sums[i] & 1;
-    printf("done: elapsed_ns=%lld check=%ld\n", (long long)(t1 - t0), check);
+    printf("done: elapsed_ns=%lld check=%ld", (long long)(t1 - t0), check);
+    print_done_iters();
     return 0;
 }

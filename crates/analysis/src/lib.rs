@@ -4,6 +4,7 @@
 pub mod activity;
 pub mod allocs;
 pub mod clock;
+pub mod concurrency;
 pub mod locks;
 pub mod mpi;
 pub mod service;

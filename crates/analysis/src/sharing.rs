@@ -157,6 +157,95 @@ pub struct SharingReport {
     pub lines: Vec<LineReport>,
     /// Transfers on all lines, hot or not, summed over processes.
     pub transfers_total: u64,
+    /// How long the threads were on a CPU together, against what sharing needs to show.
+    pub concurrency: ConcurrencyCheck,
+    /// What the report can conclude.
+    pub verdict: Verdict,
+}
+
+/// Concurrent on-CPU time a run needs, at the default `hot_after` of 64, before "no hot line"
+/// means "no sharing": 100 × the 0.03 ms in which reader_writer's two threads, on a CPU
+/// together, make 64 transfers on its line (2 161 a ms at the slowest; docs/methodology.md §7.6).
+pub const TOGETHER_NEEDED_NS: u64 = 3_000_000;
+
+/// The threshold for a run whose lines become hot after `hot_after` transfers (0: from the
+/// first access, when one transfer is enough to show): proportional, since transfers come at
+/// a rate per unit of concurrent time.
+pub fn together_needed_ns(hot_after: u32) -> u64 {
+    TOGETHER_NEEDED_NS * u64::from(hot_after.max(1)) / 64
+}
+
+/// What a run's sharing results allow to conclude.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    /// At least one line became hot.
+    SharingFound,
+    /// No line became hot, and the threads ran together long enough for sharing to show (or
+    /// no process had two threads; or the concurrency was not measured: see
+    /// [`ConcurrencyCheck`]).
+    NoSharing,
+    /// No line became hot, but the threads were on a CPU together for less than the
+    /// threshold: sharing may be there and not have shown.
+    Unknown,
+}
+
+/// The concurrency behind the verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ConcurrencyCheck {
+    /// Time at least two threads of a process were on a CPU at once, ns (with several
+    /// multi-threaded processes, the least of them); `None` when not measured (no sampler
+    /// data: recorded with `--interval 0`, or imported).
+    pub on_cpu_together_ns: Option<u64>,
+    /// Whether that is exact (sched tracepoints) or a lower bound (schedstat samples).
+    pub exact: Option<bool>,
+    pub method: Option<crate::concurrency::Method>,
+    /// What sharing needs to show ([`together_needed_ns`] of the run's `hot_after`), ns.
+    pub threshold_ns: u64,
+    /// Whether any process had two or more threads (with one, nothing can be shared).
+    pub multi_threaded: bool,
+}
+
+impl SharingReport {
+    /// Sets the concurrency and the verdict: `concurrency` is that of the processes with two
+    /// or more threads (`None`: not measured), `hot_after` the runtime's threshold.
+    pub fn judge(
+        &mut self,
+        concurrency: Option<crate::concurrency::Concurrency>,
+        multi_threaded: bool,
+        hot_after: u32,
+    ) {
+        self.concurrency = ConcurrencyCheck {
+            on_cpu_together_ns: concurrency.map(|c| c.on_cpu_together_ns),
+            exact: concurrency.map(|c| c.exact),
+            method: concurrency.map(|c| c.method),
+            threshold_ns: together_needed_ns(hot_after),
+            multi_threaded,
+        };
+        self.verdict = verdict(
+            !self.lines.is_empty(),
+            multi_threaded,
+            self.concurrency.on_cpu_together_ns,
+            self.concurrency.threshold_ns,
+        );
+    }
+}
+
+/// The verdict: sharing found when a line is hot; otherwise unknown only when the threads of
+/// a multi-threaded process were measured to run together for less than `threshold_ns`.
+pub fn verdict(
+    any_hot: bool,
+    multi_threaded: bool,
+    together_ns: Option<u64>,
+    threshold_ns: u64,
+) -> Verdict {
+    if any_hot {
+        Verdict::SharingFound
+    } else if multi_threaded && together_ns.is_some_and(|t| t < threshold_ns) {
+        Verdict::Unknown
+    } else {
+        Verdict::NoSharing
+    }
 }
 
 /// Analyses every hot line of `process`; `histories[i]` is line i's decoded history (empty
@@ -186,9 +275,23 @@ pub fn rank(mut lines: Vec<LineReport>, transfers_total: u64) -> SharingReport {
             .then(a.pid.cmp(&b.pid))
             .then(a.address.cmp(&b.address))
     });
+    let verdict = if lines.is_empty() {
+        Verdict::NoSharing
+    } else {
+        Verdict::SharingFound
+    };
     SharingReport {
         lines,
         transfers_total,
+        // Not measured until [`SharingReport::judge`] is given the concurrency.
+        concurrency: ConcurrencyCheck {
+            on_cpu_together_ns: None,
+            exact: None,
+            method: None,
+            threshold_ns: TOGETHER_NEEDED_NS,
+            multi_threaded: true,
+        },
+        verdict,
     }
 }
 

@@ -74,21 +74,13 @@ fn ok(out: &Output, what: &str) -> String {
     text(&out.stdout)
 }
 
-fn have(compiler: &str) -> bool {
-    Command::new(compiler)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
+/// gcc and clang, which scripts/test.sh installs: a missing one fails under CI and is skipped
+/// visibly elsewhere.
 fn compilers() -> Vec<&'static str> {
-    for c in ["gcc", "clang"] {
-        assert!(
-            have(c),
-            "{c} is not installed: `contend cc` is tested with gcc and clang (apt-get install gcc clang)"
-        );
-    }
-    vec!["gcc", "clang"]
+    ["gcc", "clang"]
+        .into_iter()
+        .filter(|c| testkit::require_command(c, c))
+        .collect()
 }
 
 /// `readelf -d`'s shared libraries and run path.
@@ -208,7 +200,32 @@ fn one_step_and_two_step_builds_link_the_sharing_runtime_not_libtsan() {
         assert_instrumented(&exe, &[]);
         let run = Command::new(&exe).args(["-n", "2000"]).output().unwrap();
         let stdout = ok(&run, &format!("the {cc} build of atomic_counter"));
-        assert!(stdout.contains("total=4000"), "{stdout}");
+        // Two threads, 2000 increments each: every one of them counted.
+        assert!(stdout.contains("total=4000 iters=2000,2000"), "{stdout}");
+        // Sized by CPU time instead: the total is what the threads report they did.
+        let run = Command::new(&exe).args(["-c", "20"]).output().unwrap();
+        let stdout = ok(&run, &format!("the {cc} build of atomic_counter -c 20"));
+        assert_eq!(truths(&stdout)[0]["cpu_ms"], "20");
+        let done = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("done: "))
+            .unwrap();
+        let field = |k: &str| {
+            done.split(' ')
+                .find_map(|kv| kv.strip_prefix(k))
+                .unwrap_or_else(|| panic!("no {k} in {done}"))
+                .to_string()
+        };
+        let iters: Vec<u64> = field("iters=")
+            .split(',')
+            .map(|n| n.parse().unwrap())
+            .collect();
+        assert_eq!(iters.len(), 2, "{done}");
+        assert!(iters.iter().all(|&n| n > 0), "{done}");
+        assert_eq!(
+            field("total=").parse::<u64>().unwrap(),
+            iters.iter().sum::<u64>()
+        );
         assert_eq!(truths(&stdout)[0]["case"], "true-sharing");
 
         // Two steps: -c, then a link of the object (with a library of the user's).

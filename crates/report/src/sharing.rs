@@ -6,7 +6,8 @@
 //! thread touches which bytes.
 
 use crate::table::new_table;
-use analysis::sharing::{Class, LineReport, SharingReport};
+use analysis::concurrency::Concurrency;
+use analysis::sharing::{Class, ConcurrencyCheck, LineReport, SharingReport, Verdict};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -56,6 +57,8 @@ pub struct ProcessLine {
     /// Present for results of the PMU back end.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pmu: Option<PmuSummary>,
+    /// How long two or more of its threads were on a CPU at once (`None`: not measured).
+    pub concurrency: Option<Concurrency>,
 }
 
 /// One process's header line for the PMU back end: what the samples were and what they showed.
@@ -182,6 +185,23 @@ pub fn render(
                 String::new()
             },
         );
+        if p.threads >= 2 {
+            let _ = writeln!(
+                out,
+                "  threads on a CPU together: {}",
+                match &p.concurrency {
+                    Some(c) if c.exact => format!(
+                        "{} (exact, from the sched tracepoints)",
+                        ms(c.on_cpu_together_ns)
+                    ),
+                    Some(c) => format!(
+                        "at least {} (a lower bound, from schedstat samples)",
+                        ms(c.on_cpu_together_ns)
+                    ),
+                    None => "not measured (no sampler data)".to_string(),
+                }
+            );
+        }
         if p.sample_every > 1 && p.hot_lines > 0 {
             let _ = writeln!(
                 out,
@@ -191,7 +211,8 @@ pub fn render(
         }
     }
     if report.lines.is_empty() {
-        out.push_str("\nNo cache line was shared between threads enough to become hot: no false or true sharing found.\n");
+        out.push('\n');
+        out.push_str(&no_hot_line(report));
         return out;
     }
     let _ = writeln!(
@@ -247,6 +268,52 @@ pub fn render(
         out.push_str(&render_line(i + 1, l, naming));
     }
     out
+}
+
+fn ms(ns: u64) -> String {
+    format!("{:.1} ms", ns as f64 / 1e6)
+}
+
+/// How the concurrency was measured, for the text.
+fn together_text(c: &ConcurrencyCheck, ns: u64) -> String {
+    if c.exact == Some(true) {
+        format!("{} (exact, from the sched tracepoints)", ms(ns))
+    } else {
+        format!(
+            "at least {} (a lower bound, from schedstat samples)",
+            ms(ns)
+        )
+    }
+}
+
+/// What a run without hot lines allows to say: no sharing only when the threads ran together
+/// long enough for it to show.
+fn no_hot_line(report: &SharingReport) -> String {
+    let c = &report.concurrency;
+    match (report.verdict, c.on_cpu_together_ns) {
+        (Verdict::Unknown, Some(ns)) => format!(
+            "No cache line became hot, but the threads were on a CPU together for {} (less than the {} needed for sharing to show): the verdict is unknown, not \"no sharing\".\n  Rerun on a quieter machine, with more work (a longer run), or with --exhaustive (every line tracked from its first access).\n",
+            if c.exact == Some(true) {
+                format!("only {} (exact, from the sched tracepoints)", ms(ns))
+            } else {
+                format!(
+                    "{} as far as the schedstat samples show (a lower bound: perhaps longer)",
+                    ms(ns)
+                )
+            },
+            ms(c.threshold_ns)
+        ),
+        _ if !c.multi_threaded => "No cache line was shared: no process had two threads.\n".to_string(),
+        (_, Some(ns)) => format!(
+            "No cache line was shared between threads enough to become hot: no false or true sharing found (the threads were on a CPU together for {}, more than the {} sharing needs to show).\n",
+            together_text(c, ns),
+            ms(c.threshold_ns)
+        ),
+        (_, None) => format!(
+            "No cache line was shared between threads enough to become hot: none found, but how long the threads ran at the same time was not measured (no sampler data: recorded with --interval 0, or imported), so this holds only if they were on a CPU together for at least {}; record again with sampling on to know.\n",
+            ms(c.threshold_ns)
+        ),
+    }
 }
 
 fn render_line(rank: usize, l: &LineReport, naming: &Naming) -> String {
@@ -642,9 +709,62 @@ mod tests {
         assert!(svg.contains("<title>T1 byte +0: 0 accesses</title>"));
     }
 
+    fn together(ns: u64, exact: bool) -> Option<analysis::concurrency::Concurrency> {
+        Some(analysis::concurrency::Concurrency {
+            on_cpu_together_ns: ns,
+            exact,
+            method: if exact {
+                analysis::concurrency::Method::SchedTracepoints
+            } else {
+                analysis::concurrency::Method::SchedstatBound
+            },
+        })
+    }
+
     #[test]
-    fn nothing_hot_says_so() {
-        let text = render(&rank(vec![], 0), &[], &Naming::default(), 5, 100.0);
-        assert!(text.contains("no false or true sharing found"));
+    fn nothing_hot_after_enough_concurrency_is_no_sharing() {
+        let mut r = rank(vec![], 0);
+        r.judge(together(45_000_000, true), true, 64);
+        let text = render(&r, &[], &Naming::default(), 5, 100.0);
+        assert!(text.contains("no false or true sharing found"), "{text}");
+        assert!(
+            text.contains("45.0 ms (exact, from the sched tracepoints)"),
+            "{text}"
+        );
+        assert!(text.contains("more than the 3.0 ms"), "{text}");
+    }
+
+    #[test]
+    fn nothing_hot_after_too_little_concurrency_is_unknown_never_no_sharing() {
+        let mut r = rank(vec![], 0);
+        r.judge(together(1_200_000, false), true, 64);
+        let text = render(&r, &[], &Naming::default(), 5, 100.0);
+        assert!(!text.contains("no false or true sharing found"), "{text}");
+        assert!(
+            text.contains(
+                "on a CPU together for 1.2 ms as far as the schedstat samples show (a lower bound"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("less than the 3.0 ms needed"), "{text}");
+        assert!(text.contains("the verdict is unknown"), "{text}");
+        assert!(text.contains("--exhaustive"), "{text}");
+    }
+
+    #[test]
+    fn nothing_hot_without_a_measure_says_it_was_not_measured_and_prints_no_zero() {
+        let mut r = rank(vec![], 0);
+        r.judge(None, true, 64);
+        let text = render(&r, &[], &Naming::default(), 5, 100.0);
+        assert!(text.contains("was not measured"), "{text}");
+        assert!(!text.contains(" 0.0 ms"), "{text}");
+        assert!(!text.contains("no false or true sharing found"), "{text}");
+        let v = serde_json::to_value(&r).unwrap();
+        assert!(v["concurrency"]["on_cpu_together_ns"].is_null(), "{v}");
+        assert_eq!(v["verdict"], "no-sharing");
+        // One thread: nothing to share, whatever was measured.
+        r.judge(together(0, true), false, 64);
+        let text = render(&r, &[], &Naming::default(), 5, 100.0);
+        assert!(text.contains("no process had two threads"), "{text}");
     }
 }

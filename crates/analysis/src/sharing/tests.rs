@@ -252,3 +252,50 @@ fn lines_rank_by_transfers() {
     assert_eq!(ranked.lines[0].address, 0x6000);
     assert_eq!(ranked.transfers_total, 1000);
 }
+
+#[test]
+fn no_hot_line_is_no_sharing_only_when_the_threads_ran_together_long_enough() {
+    use crate::concurrency::{Concurrency, Method};
+    let measured = |ns| {
+        Some(Concurrency {
+            on_cpu_together_ns: ns,
+            exact: true,
+            method: Method::SchedTracepoints,
+        })
+    };
+    let mut r = rank(vec![], 0);
+    // Short: unknown, with the figures kept.
+    r.judge(measured(TOGETHER_NEEDED_NS - 1), true, 64);
+    assert_eq!(r.verdict, Verdict::Unknown);
+    assert_eq!(
+        r.concurrency.on_cpu_together_ns,
+        Some(TOGETHER_NEEDED_NS - 1)
+    );
+    assert_eq!(r.concurrency.threshold_ns, TOGETHER_NEEDED_NS);
+    assert_eq!(r.concurrency.exact, Some(true));
+    // Long enough: no sharing.
+    r.judge(measured(TOGETHER_NEEDED_NS), true, 64);
+    assert_eq!(r.verdict, Verdict::NoSharing);
+    // Not measured: no sharing, and nothing pretends to be a measurement.
+    r.judge(None, true, 64);
+    assert_eq!(r.verdict, Verdict::NoSharing);
+    assert_eq!(r.concurrency.on_cpu_together_ns, None);
+    assert_eq!(r.concurrency.exact, None);
+    // One thread per process: nothing could be shared, whatever the concurrency.
+    r.judge(measured(0), false, 64);
+    assert_eq!(r.verdict, Verdict::NoSharing);
+    // The threshold follows hot_after: 4 times the transfers, 4 times the time.
+    r.judge(measured(2 * TOGETHER_NEEDED_NS), true, 256);
+    assert_eq!(r.concurrency.threshold_ns, 4 * TOGETHER_NEEDED_NS);
+    assert_eq!(r.verdict, Verdict::Unknown);
+    // --exhaustive (0): one transfer shows, so 1/64 of the default.
+    assert_eq!(together_needed_ns(0), TOGETHER_NEEDED_NS / 64);
+    // A hot line is sharing found, however short the concurrency.
+    assert_eq!(
+        verdict(true, true, Some(0), TOGETHER_NEEDED_NS),
+        Verdict::SharingFound
+    );
+    let v = serde_json::to_value(&r).unwrap();
+    assert_eq!(v["verdict"], "unknown");
+    assert_eq!(v["concurrency"]["method"], "sched-tracepoints");
+}

@@ -415,18 +415,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut sharing_runs = Vec::new();
     for (name, extra) in [("rw.data", None), ("rw-padded.data", Some("padded"))] {
         let run = dir.path().join(name).to_string_lossy().into_owned();
-        let mut cmd = vec![
-            "c2c",
-            "record",
-            "--interval",
-            "0",
-            "-o",
-            &run,
-            "--",
-            &rw_s,
-            "-n",
-            "2000000",
-        ];
+        // Sized by CPU time, with the sampler on: the report then knows how long the threads
+        // ran together, and says "unknown" rather than "none" when a busy machine kept them apart.
+        let mut cmd = vec!["c2c", "record", "-o", &run, "--", &rw_s, "-c", "100"];
         cmd.extend(extra);
         contend(&cmd)?;
         sharing_runs.push(run);
@@ -442,14 +433,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     contend(&[
         "c2c",
         "record",
-        "--interval",
-        "0",
         "-o",
         &counter_run,
         "--",
         &counter_s,
-        "-n",
-        "1000000",
+        "-c",
+        "100",
     ])?;
     contend(&["c2c", "report", "--top", "1", &counter_run])?;
 

@@ -281,7 +281,7 @@ fn load(args: &Args) -> anyhow::Result<Loaded> {
 }
 
 /// Streams written by the sampler (`observe::sampler`), not the lock probe.
-fn is_sampler_stream(file: &str) -> bool {
+pub(super) fn is_sampler_stream(file: &str) -> bool {
     let name = file.rsplit('/').next().unwrap_or(file);
     name.starts_with("sched-") || name == "system.cst"
 }
@@ -295,6 +295,28 @@ struct Activity {
 
 /// The service-time view of the sampler's streams.
 fn activity(meta: &trace::Meta, streams: &[(String, StreamFile)]) -> anyhow::Result<Activity> {
+    let (threads, states) = sampler_threads(meta, streams)?;
+    let start = meta.monotonic_span.map_or(0, |[a, _]| a);
+    let service = analysis::service::service(&threads, start);
+    Ok(Activity {
+        view: report::activity::ActivityView::new(service, meta),
+        threads,
+        states,
+    })
+}
+
+/// The sampler's streams among `streams`, decoded: each thread's samples, and the state
+/// changes of those the sched tracepoints followed (also for the sharing section's
+/// concurrency, `cmd::sharing`).
+pub(super) type SamplerThreads = (
+    Vec<analysis::service::ThreadSamples>,
+    Vec<(u32, Vec<trace::sched::StateChange>)>,
+);
+
+pub(super) fn sampler_threads(
+    meta: &trace::Meta,
+    streams: &[(String, StreamFile)],
+) -> anyhow::Result<SamplerThreads> {
     let mut threads = Vec::new();
     let mut states = Vec::new();
     for (file, mapped) in streams.iter().filter(|(f, _)| is_sampler_stream(f)) {
@@ -318,13 +340,7 @@ fn activity(meta: &trace::Meta, streams: &[(String, StreamFile)]) -> anyhow::Res
             states.push((stream.header.tid, changes));
         }
     }
-    let start = meta.monotonic_span.map_or(0, |[a, _]| a);
-    let service = analysis::service::service(&threads, start);
-    Ok(Activity {
-        view: report::activity::ActivityView::new(service, meta),
-        threads,
-        states,
-    })
+    Ok((threads, states))
 }
 
 fn to_json(loaded: &Loaded) -> anyhow::Result<serde_json::Value> {

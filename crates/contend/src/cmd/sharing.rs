@@ -4,8 +4,10 @@
 //! c2c's two tables (`contend c2c report`, and `contend report`'s sharing section).
 
 use crate::exit::bad_input;
+use analysis::concurrency::{Concurrency, Method};
 use analysis::sharing::SharingReport;
 use report::sharing::{code_key, line_key, CodeName, Naming, ProcessLine};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use trace::sharing::{HotLine, ProcessSharing};
 
@@ -99,6 +101,12 @@ pub fn load(run: &Path, transfer_ns: f64) -> anyhow::Result<Option<Loaded>> {
         ..Default::default()
     };
     let mut transfers_total = 0;
+    let mut multi_threaded = false;
+    let mut hot_after = 0;
+    let together = concurrency(run);
+    // The verdict needs every process that could share (two threads or more) measured; the
+    // least concurrent of them decides.
+    let mut least: Option<Option<analysis::concurrency::Concurrency>> = None;
     for path in files {
         let shown = path.display().to_string();
         let bytes =
@@ -107,6 +115,24 @@ pub fn load(run: &Path, transfer_ns: f64) -> anyhow::Result<Option<Loaded>> {
             ProcessSharing::from_json(&bytes).map_err(|e| bad_input(format!("{shown}: {e}")))?;
         let histories = histories(&path.with_extension("hist"), &process)?;
         transfers_total += process.totals.transfers;
+        let measured = together.as_ref().and_then(|c| c.get(&process.pid).copied());
+        if process.threads.len() >= 2 {
+            multi_threaded = true;
+            hot_after = hot_after.max(process.hot_after);
+            least = Some(match (least, measured) {
+                (None, m) => m,
+                (Some(Some(a)), Some(b)) => Some(Concurrency {
+                    on_cpu_together_ns: a.on_cpu_together_ns.min(b.on_cpu_together_ns),
+                    exact: a.exact && b.exact,
+                    method: if a.exact && b.exact {
+                        a.method
+                    } else {
+                        Method::SchedstatBound
+                    },
+                }),
+                _ => None,
+            });
+        }
         processes.push(ProcessLine {
             pid: process.pid,
             program: process.program.clone(),
@@ -121,6 +147,7 @@ pub fn load(run: &Path, transfer_ns: f64) -> anyhow::Result<Option<Loaded>> {
             hot_lines_dropped: process.totals.hot_lines_dropped,
             history_dropped: process.totals.history_dropped,
             pmu: process.pmu.clone(),
+            concurrency: measured,
         });
         name_process(run, &process, &mut naming);
         lines.extend(analysis::sharing::analyse_process(
@@ -129,11 +156,68 @@ pub fn load(run: &Path, transfer_ns: f64) -> anyhow::Result<Option<Loaded>> {
             transfer_ns,
         ));
     }
+    let mut report = analysis::sharing::rank(lines, transfers_total);
+    report.judge(least.flatten(), multi_threaded, hot_after);
     Ok(Some(Loaded {
-        report: analysis::sharing::rank(lines, transfers_total),
+        report,
         processes,
         naming,
     }))
+}
+
+/// Each process's concurrent on-CPU time, from the run's sampler streams (`None`: the run has
+/// none: recorded with `--interval 0`, or imported).
+fn concurrency(run: &Path) -> Option<BTreeMap<u32, Concurrency>> {
+    let (dir, meta) = trace::rundir::RunDir::open(run).ok()?;
+    let sampling = meta.sampling.as_ref()?;
+    let mut streams = Vec::new();
+    for file in dir.stream_files().ok()? {
+        if !super::report::is_sampler_stream(&file) {
+            continue;
+        }
+        match trace::StreamFile::open(&dir.path().join(&file)) {
+            Ok(m) => streams.push((file, m)),
+            Err(e) => {
+                eprintln!(
+                    "contend: note: {}/{file}: {e}: the threads' concurrency is not measured",
+                    run.display()
+                );
+                return None;
+            }
+        }
+    }
+    let (samples, states) = match super::report::sampler_threads(&meta, &streams) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("contend: note: {e}: the threads' concurrency is not measured");
+            return None;
+        }
+    };
+    if samples.is_empty() {
+        return None;
+    }
+    // Exact only when the tracepoint reader lost nothing.
+    let states_complete = sampling.sched_trace.as_ref().is_some_and(|t| {
+        t.lost == 0 && t.unparsed == 0 && t.switch_gaps == 0 && t.unsampled_threads == 0
+    });
+    let last_sample = samples
+        .iter()
+        .flat_map(|t| t.samples.last().map(|s| s.ts))
+        .max()
+        .unwrap_or(0);
+    let [start, end] = meta.monotonic_span.unwrap_or([0, last_sample]);
+    let pus = meta.topology["pus"].as_array().map(|p| p.len() as u32);
+    let cpus = meta.cpus.as_ref().map(|c| c.len() as u32).or(pus);
+    Some(analysis::concurrency::per_process(
+        &analysis::concurrency::Recorded {
+            samples: &samples,
+            states: &states,
+            states_complete,
+            start,
+            end: end.max(last_sample),
+            cpus,
+        },
+    ))
 }
 
 /// Each line's history from `hist` (absent: none were kept, which a line referring to one
