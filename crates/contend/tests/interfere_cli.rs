@@ -11,16 +11,21 @@ fn online_cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-const BUSY: [&str; 3] = [
-    "sh",
-    "-c",
-    "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done",
-];
+/// The program: a shell that spins until it has used 300 ms of CPU time, so the generator has
+/// the same stretch to run beside it on any machine (an iteration count took 0.1 s here and
+/// could take a few ms on a fast machine: too short for a rate).
+fn busy() -> [String; 3] {
+    [
+        "sh".into(),
+        "-c".into(),
+        format!("{}; burn 300", testkit::BURN_SH),
+    ]
+}
 
 #[test]
 fn the_generator_runs_beside_the_program_and_diff_compares() {
     if online_cpus() < 2 {
-        eprintln!("one CPU: no room for a generator beside the program");
+        testkit::skip("one CPU: no room for a generator beside the program");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -30,7 +35,7 @@ fn the_generator_runs_beside_the_program_and_diff_compares() {
         .args(["record", "--cpus", "0", "-o"])
         .arg(&without)
         .arg("--")
-        .args(BUSY)
+        .args(busy())
         .output()
         .unwrap();
     assert!(
@@ -47,7 +52,7 @@ fn the_generator_runs_beside_the_program_and_diff_compares() {
         ])
         .arg(&with)
         .arg("--")
-        .args(BUSY)
+        .args(busy())
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
