@@ -873,6 +873,10 @@ fn a_recorded_run_exports_its_threads_to_perfetto_and_an_svg_timeline() {
             .unwrap_or_else(|| panic!("no {track:?} counter of thread {tid}: {:?}", rows[0]));
         (f(row, "integral_ns"), f(row, "n"))
     };
+    // What the sampler itself recorded for each thread, which the counters are drawn from.
+    let report = report_json(dir.path(), "run");
+    let a = &report["activity"];
+    let sampler = sampler_shown(dir.path(), a);
     for i in 0..2 {
         let tid = num(&truth, &format!("worker{i}.tid"));
         let (on, n) = integral(tid, "on CPU (%)");
@@ -882,30 +886,48 @@ fn a_recorded_run_exports_its_threads_to_perfetto_and_an_svg_timeline() {
         // that, idle nearly all; the counters must follow it either way.
         let cpu = num(&truth, &format!("worker{i}.cpu_ns"));
         let busy = num(&truth, &format!("worker{i}.busy_ns"));
+        let t = thread(a, tid);
+        let (service, runq) = (f(t, "service_ns"), f(t, "runq_wait_ns"));
         eprintln!(
-            "worker-{i}: on CPU {:.1} ms + waiting {:.1} ms over {n} intervals; its own CPU \
-             time {:.1} ms in {:.1} ms ({:.0} % on CPU by its clock, {:.0} % by the counter)",
+            "worker-{i}: on CPU {:.1} ms + waiting {:.1} ms over {n} intervals (sampled: \
+             service {:.1} ms, run queue {:.1} ms); its own CPU time {:.1} ms in {:.1} ms \
+             ({:.0} % on CPU by its clock, {:.0} % by the counter); {sampler}",
             on / 1e6,
             waiting / 1e6,
+            service / 1e6,
+            runq / 1e6,
             cpu / 1e6,
             busy / 1e6,
             100.0 * cpu / busy,
             100.0 * on / busy
         );
-        // Precondition: 300 ms of its CPU time, so at least 30 intervals of 10 ms.
+        // The export loses nothing: its counters integrate exactly (but for float rounding,
+        // 1 µs) to the samples they are drawn from, whatever the load.
+        for (what, counter, sampled) in [("on CPU", on, service), ("waiting", waiting, runq)] {
+            assert!(
+                (counter - sampled).abs() <= 1e3,
+                "worker-{i}: the {what:?} counter adds up to {:.3} ms, the samples it is drawn \
+                 from to {:.3} ms: the export lost or added {:.3} ms; {sampler}; {}",
+                counter / 1e6,
+                sampled / 1e6,
+                (sampled - counter) / 1e6,
+                shown(a)
+            );
+        }
+        // Precondition: 300 ms of its CPU time is ≥ 300 ms of life, 30 rounds of 10 ms; 20
+        // leaves room for rounds the sampler made late.
         assert!(
             n >= 20.0,
-            "worker-{i}: only {n} intervals sampled; {truth:?}"
+            "worker-{i}: only {n} intervals sampled; {sampler}; {truth:?}"
         );
-        // The on-CPU counter integrates to the thread's service time (the same samples), so
-        // it misses what the sampler misses: the thread's time after the last round before
-        // it exits, one interval plus the sampler's own wait for a CPU (up to ~40 ms of wall
-        // seen beside a CPU hog, ~20 ms of a half-CPU thread's time): ≤ 7 % of 300 ms; 15 %
-        // as in services_match_truth.
+        // The samples miss the thread's time after the last round before it exits: one
+        // interval plus the sampler's own wait for a CPU (up to ~40 ms of wall seen beside a
+        // CPU hog, ~20 ms of a half-CPU thread's time): ≤ 7 % of 300 ms; 15 % as in
+        // services_match_truth.
         assert!(
             (on - cpu).abs() <= 0.15 * cpu,
             "worker-{i}: the on-CPU counter adds up to {:.1} ms, its own CPU time is {:.1} ms \
-             (limit ± 15 %); {truth:?}",
+             (limit ± 15 %); {sampler}; {truth:?}",
             on / 1e6,
             cpu / 1e6
         );
