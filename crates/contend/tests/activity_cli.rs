@@ -499,21 +499,28 @@ fn serialised_threads_on_one_cpu_lose_nothing_to_the_lock() {
     let a = &report["activity"];
     eprintln!("measured (serialised on 1 CPU): {}", shown(a));
     let active = f(a, "active_threads");
+    let running = f(a, "running_threads");
     // One CPU can run only one thread anyway: the lock costs no parallelism, m − A ≈ 0. A is
-    // a little above 1 (measured 1.05–1.20): the waiter, woken by the unlock, preempts the
-    // releaser, which then waits a few ms on the run queue before it gets to block on the
-    // lock. 1.3 as on two CPUs.
+    // a little above 1 (measured 1.05–1.20 alone): the waiter, woken by the unlock, preempts
+    // the releaser, which then waits on the run queue before it gets to block on the lock.
+    // Other processes on CPU 0 lengthen that wait: beside other builds, with 34 % of CPU 0
+    // theirs (τ / T = 0.66), A was 1.31. So 1.3 plus the share of the CPU others took,
+    // 1 − τ / T. A count of the lock's blocked waiter as active would give A ≈ 2, above
+    // that bound while the program had at least 30 % of its CPU: the precondition.
     assert!(
-        (0.8..=1.3).contains(&active),
-        "A = {active:.3} on 1 CPU, expected 0.8..1.3 (truth wall {} ns); {}",
+        running >= 0.3,
+        "precondition: the program had only τ / T = {running:.3} of CPU 0, too little to \
+         tell A ≈ 1 from 2; {}",
+        shown(a)
+    );
+    let high = 1.3 + (1.0 - running).max(0.0);
+    assert!(
+        (0.8..=high).contains(&active),
+        "A = {active:.3} on 1 CPU, expected 0.8..{high:.3} (truth wall {} ns); {}",
         truth["wall_ns"],
         shown(a)
     );
-    assert!(
-        f(a, "running_threads") <= 1.1,
-        "τ / T above 1 on 1 CPU; {}",
-        shown(a)
-    );
+    assert!(running <= 1.1, "τ / T above 1 on 1 CPU; {}", shown(a));
 }
 
 /// A started program, killed when dropped (so a failed assertion leaves nothing running).
