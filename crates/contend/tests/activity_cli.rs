@@ -501,22 +501,15 @@ fn serialised_threads_on_one_cpu_lose_nothing_to_the_lock() {
     let active = f(a, "active_threads");
     let running = f(a, "running_threads");
     // One CPU can run only one thread anyway: the lock costs no parallelism, m − A ≈ 0. A is
-    // a little above 1 (measured 1.05–1.20 alone): the waiter, woken by the unlock, preempts
-    // the releaser, which then waits on the run queue before it gets to block on the lock.
-    // Other processes on CPU 0 lengthen that wait: beside other builds, with 34 % of CPU 0
-    // theirs (τ / T = 0.66), A was 1.31. So 1.3 plus the share of the CPU others took,
-    // 1 − τ / T. A count of the lock's blocked waiter as active would give A ≈ 2, above
-    // that bound while the program had at least 30 % of its CPU: the precondition.
+    // a little above 1: the waiter, woken by the unlock, preempts the releaser, which then
+    // waits on the run queue before it gets to block on the lock. Measured 1.05–1.20 alone
+    // and 1.07–1.31 beside CPU hogs and other builds (the program getting 23–71 % of CPU 0),
+    // so the excess is not a function of the load. The upper bound is there to catch the
+    // lock's blocked waiter counted as active, which gives A ≈ 2: 1.5 is midway, well clear
+    // of both.
     assert!(
-        running >= 0.3,
-        "precondition: the program had only τ / T = {running:.3} of CPU 0, too little to \
-         tell A ≈ 1 from 2; {}",
-        shown(a)
-    );
-    let high = 1.3 + (1.0 - running).max(0.0);
-    assert!(
-        (0.8..=high).contains(&active),
-        "A = {active:.3} on 1 CPU, expected 0.8..{high:.3} (truth wall {} ns); {}",
+        (0.8..=1.5).contains(&active),
+        "A = {active:.3} on 1 CPU, expected 0.8..1.5 (truth wall {} ns); {}",
         truth["wall_ns"],
         shown(a)
     );
