@@ -71,10 +71,14 @@ fn the_generator_runs_beside_the_program_and_diff_compares() {
         "the program kept off the generator's CPU"
     );
     let rate = i["achieved_gb_s"].as_f64().unwrap();
-    // A target well below the machine's maximum is held (bench_mem_cli checks it to 10 %);
-    // here only that the generator really ran during the program.
+    // That a target is held (to 10 %, against a flat-out run in the same conditions) is
+    // bench_mem_cli's check; here only that the generator really ran during the program.
+    // How fast depends on the CPU it gets (beside a CPU hog and other builds it reached
+    // 0.14 GB/s), so the checks are what load cannot change: it moved memory, and its rate
+    // limit never let it exceed the target (10 % for the rate's measurement).
+    assert_eq!(i["target_gb_s"].as_f64(), Some(0.5), "{meta:#}");
     assert!(
-        rate > 0.25 && rate < 0.75,
+        rate > 0.0 && rate <= 0.55,
         "achieved {rate} GB/s for a 0.5 GB/s target"
     );
     assert!(i["seconds"].as_f64().unwrap() > 0.0);
