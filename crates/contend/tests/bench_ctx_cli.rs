@@ -139,28 +139,41 @@ fn children_of(pid: u32) -> Vec<u32> {
 #[test]
 fn a_member_killed_mid_run_takes_the_ring_down_with_a_message() {
     let _g = serial();
-    let child = Command::new(CONTEND)
-        // The overhead first (about 1 s), then the ring for about 5 s.
-        .args(["bench", "ctx", "-N", "250", "--rep-ms", "20", "4"])
+    let mut child = Command::new(CONTEND)
+        // The overhead first, then the ring. Each phase is 1 + 100 repetitions, each
+        // calibrated to last ≥ 20 ms of wall time (a loaded machine makes a repetition
+        // longer, never shorter), so the ring exists for ≥ 2 s on any machine: ample for the
+        // 20 ms polling below to find it.
+        .args(["bench", "ctx", "-N", "100", "--rep-ms", "20", "4"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let pid = child.id();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut members = Vec::new();
-    while Instant::now() < deadline {
-        members = children_of(pid);
+    // No deadline for how long the overhead takes (its wall time grows with the load): wait
+    // until the ring's members exist, or contend has ended without them; 120 s only guards
+    // against a hang.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let members = loop {
+        let members = children_of(pid);
         if members.len() == 3 {
-            break;
+            break members;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "contend bench ctx ended ({status}) before the ring's 3 forked members were \
+                 seen (last seen {members:?}): {}",
+                text(&out.stderr)
+            );
+        }
+        if Instant::now() > deadline {
+            // SAFETY: stopping the contend this test started.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            panic!("no ring of 3 forked members within 120 s (last seen {members:?})");
         }
         std::thread::sleep(Duration::from_millis(20));
-    }
-    if members.len() != 3 {
-        // SAFETY: stopping the contend this test started.
-        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-        panic!("expected the ring's 3 forked members, found {members:?}");
-    }
+    };
     // SAFETY: signalling a process this test started (a child of contend).
     unsafe { libc::kill(members[1] as i32, libc::SIGKILL) };
     let out = child.wait_with_output().unwrap();

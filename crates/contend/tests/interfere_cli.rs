@@ -11,16 +11,21 @@ fn online_cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-const BUSY: [&str; 3] = [
-    "sh",
-    "-c",
-    "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done",
-];
+/// The program: a shell that spins until it has used 300 ms of CPU time, so the generator has
+/// the same stretch to run beside it on any machine (an iteration count took 0.1 s here and
+/// could take a few ms on a fast machine: too short for a rate).
+fn busy() -> [String; 3] {
+    [
+        "sh".into(),
+        "-c".into(),
+        format!("{}; burn 300", testkit::BURN_SH),
+    ]
+}
 
 #[test]
 fn the_generator_runs_beside_the_program_and_diff_compares() {
     if online_cpus() < 2 {
-        eprintln!("one CPU: no room for a generator beside the program");
+        testkit::skip("one CPU: no room for a generator beside the program");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -30,7 +35,7 @@ fn the_generator_runs_beside_the_program_and_diff_compares() {
         .args(["record", "--cpus", "0", "-o"])
         .arg(&without)
         .arg("--")
-        .args(BUSY)
+        .args(busy())
         .output()
         .unwrap();
     assert!(
@@ -47,7 +52,7 @@ fn the_generator_runs_beside_the_program_and_diff_compares() {
         ])
         .arg(&with)
         .arg("--")
-        .args(BUSY)
+        .args(busy())
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -66,10 +71,15 @@ fn the_generator_runs_beside_the_program_and_diff_compares() {
         "the program kept off the generator's CPU"
     );
     let rate = i["achieved_gb_s"].as_f64().unwrap();
-    // A target well below the machine's maximum is held (bench_mem_cli checks it to 10 %);
-    // here only that the generator really ran during the program.
+    // That a target is held (to 10 %, against a flat-out run in the same conditions) is
+    // bench_mem_cli's check; here only that the generator really ran during the program.
+    // How fast depends on the CPU it gets (beside a CPU hog and other builds it reached
+    // 0.14 GB/s), so the checks are what load cannot change: it moved memory, and its rate
+    // limit never let it exceed the target (it sleeps until each 64 KiB chunk is due, so it
+    // runs ahead by one chunk at most, 0.04 % of 0.3 s at 0.5 GB/s: 10 % is ample).
+    assert_eq!(i["target_gb_s"].as_f64(), Some(0.5), "{meta:#}");
     assert!(
-        rate > 0.25 && rate < 0.75,
+        rate > 0.0 && rate <= 0.55,
         "achieved {rate} GB/s for a 0.5 GB/s target"
     );
     assert!(i["seconds"].as_f64().unwrap() > 0.0);

@@ -9,7 +9,11 @@ use std::process::{Command, Output};
 
 const CONTEND: &str = env!("CARGO_BIN_EXE_contend");
 
-fn build(src: &str, dir: &Path) -> PathBuf {
+/// Builds an example, or `None`: no `cc` (a visible skip, a failure under CI).
+fn build(src: &str, dir: &Path) -> Option<PathBuf> {
+    if !testkit::require_command("cc", "gcc") {
+        return None;
+    }
     let name = Path::new(src)
         .file_stem()
         .unwrap()
@@ -26,7 +30,7 @@ fn build(src: &str, dir: &Path) -> PathBuf {
         .status()
         .unwrap_or_else(|e| panic!("running cc: {e} (install gcc)"));
     assert!(status.success(), "building {src}");
-    exe
+    Some(exe)
 }
 
 fn contend(args: &[&str]) -> Output {
@@ -47,7 +51,7 @@ fn two_cpus() -> bool {
     // SAFETY: sysconf has no preconditions.
     let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
     if n < 2 {
-        eprintln!("skipped: needs 2 CPUs, this machine has {n}");
+        testkit::skip(&format!("needs 2 CPUs, this machine has {n}"));
     }
     n >= 2
 }
@@ -70,8 +74,12 @@ fn independent_threads_lose_little_and_a_lock_loses_a_thread_explained_by_its_wa
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let independent = build("examples/scaling/independent.c", dir.path());
-    let serialised = build("examples/scaling/serialised.c", dir.path());
+    let (Some(independent), Some(serialised)) = (
+        build("examples/scaling/independent.c", dir.path()),
+        build("examples/scaling/serialised.c", dir.path()),
+    ) else {
+        return;
+    };
     let a = dir.path().join("a.scale");
     let out = contend(&[
         "scale",
@@ -179,7 +187,9 @@ fn a_sweep_plots_speedup_and_a_missing_placeholder_is_said() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let independent = build("examples/scaling/independent.c", dir.path());
+    let Some(independent) = build("examples/scaling/independent.c", dir.path()) else {
+        return;
+    };
     let out_dir = dir.path().join("sweep");
     let out = contend(&[
         "scale",

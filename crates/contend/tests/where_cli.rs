@@ -36,6 +36,7 @@ struct Target {
 
 impl Target {
     fn start(names: &[&str]) -> Target {
+        // Missing python3 fails (never skips), naming the package scripts/test.sh installs.
         let mut child = Command::new("python3")
             .arg("-c")
             .arg(CHILD)
@@ -319,18 +320,18 @@ fn permission_denied_on_numa_maps_still_shows_threads() {
     } else if std::fs::read_to_string("/proc/1/numa_maps").is_err() {
         cmd.args(["where", "1"]);
     } else {
-        eprintln!("skipped: cannot arrange an unreadable numa_maps here");
+        testkit::skip("cannot arrange an unreadable numa_maps here");
         return;
     }
     let out = match cmd.output() {
         Ok(out) => out,
         Err(e) => {
-            eprintln!("skipped: cannot run contend as another user: {e}");
+            testkit::skip(&format!("cannot run contend as another user: {e}"));
             return;
         }
     };
     if out.status.code() == Some(126) || text(&out.stderr).contains("Permission denied (os") {
-        eprintln!("skipped: `nobody` cannot execute the test binary");
+        testkit::skip("`nobody` cannot execute the test binary");
         return;
     }
     assert_one_line_error(

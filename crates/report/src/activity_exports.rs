@@ -12,8 +12,9 @@
 //! thread was first seen. A thread born during the recording is first seen at the round of
 //! its first sample, which holds all it used since birth: its interval then starts at the
 //! previous sampling round (of any thread), as `analysis::service` counts it; in the very
-//! first round there is none and that sample is left out. Each counter ends with a 0 at
-//! the thread's last sample, so that the last step ends there.
+//! first round, at the recording's start where that is known ([`timeline_since`]), and
+//! otherwise that sample is left out. Each counter ends with a 0 at the thread's last
+//! sample, so that the last step ends there.
 //!
 //! "active threads" (per process) is, per sampling round, Σ (on CPU + waiting for a CPU)
 //! over the process's threads divided by the time since the previous round: the average
@@ -125,6 +126,19 @@ pub fn timeline(
     states: &[(u32, Vec<StateChange>)],
     program: &str,
 ) -> Timeline {
+    timeline_since(threads, states, program, None)
+}
+
+/// [`timeline`] of a recording that started at `start` (CLOCK_MONOTONIC ns, as meta.json's
+/// `monotonic_span`): a thread first seen in the first sampling round (already running when
+/// a late first round came) has that sample's interval start there, as `analysis::service`
+/// counts it, instead of being left out of its counters.
+pub fn timeline_since(
+    threads: &[ThreadSamples],
+    states: &[(u32, Vec<StateChange>)],
+    program: &str,
+    start: Option<u64>,
+) -> Timeline {
     // The sampling rounds: every sample's time, and each baseline's first look.
     let mut rounds: Vec<u64> = threads
         .iter()
@@ -137,7 +151,9 @@ pub fn timeline(
     rounds.dedup();
     let previous_round = |ts: u64| {
         let i = rounds.partition_point(|&r| r < ts);
-        i.checked_sub(1).map(|i| rounds[i])
+        i.checked_sub(1)
+            .map(|i| rounds[i])
+            .or(start.filter(|&s| s < ts))
     };
 
     let mut b = Builder::default();
@@ -463,6 +479,26 @@ mod tests {
             .iter()
             .flat_map(|p| &p.threads)
             .all(|t| t.slices.is_empty()));
+    }
+
+    #[test]
+    fn with_the_recording_start_a_first_round_sample_covers_the_time_since() {
+        let t = timeline_since(&threads(), &[], "app", Some(50));
+        // [50,100): 50 of 50 ns, then [100,110): 10 of 10.
+        let other = &t.processes[1];
+        close(
+            &counter(&other.threads[0].counters, ON_CPU).points,
+            &[(50, 100.0), (100, 100.0), (110, 0.0)],
+        );
+        close(
+            &counter(&other.counters, ACTIVE_THREADS).points,
+            &[(50, 2.0), (100, 1.0), (110, 0.0)],
+        );
+        // Nothing else changes.
+        assert_eq!(
+            t.processes[0],
+            timeline(&threads(), &[], "app").processes[0]
+        );
     }
 
     #[test]

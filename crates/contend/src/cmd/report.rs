@@ -291,6 +291,8 @@ struct Activity {
     view: report::activity::ActivityView,
     threads: Vec<analysis::service::ThreadSamples>,
     states: Vec<(u32, Vec<trace::sched::StateChange>)>,
+    /// When the recording started (CLOCK_MONOTONIC ns), if meta.json says.
+    start: Option<u64>,
 }
 
 /// The service-time view of the sampler's streams.
@@ -302,6 +304,7 @@ fn activity(meta: &trace::Meta, streams: &[(String, StreamFile)]) -> anyhow::Res
         view: report::activity::ActivityView::new(service, meta),
         threads,
         states,
+        start: meta.monotonic_span.map(|[a, _]| a),
     })
 }
 
@@ -477,10 +480,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .locks
             .as_ref()
             .map(|(r, naming)| report::lock_exports::timeline(r, naming, name));
-        let activity = loaded
-            .activity
-            .as_ref()
-            .map(|a| report::activity_exports::timeline(&a.threads, &a.states, name));
+        let activity = loaded.activity.as_ref().map(|a| {
+            report::activity_exports::timeline_since(&a.threads, &a.states, name, a.start)
+        });
         let mpi = loaded
             .mpi
             .as_ref()
