@@ -149,11 +149,36 @@ fn independent_threads_lose_little_and_a_lock_loses_a_thread_explained_by_its_wa
     let active = m["active_threads"].as_f64().unwrap();
     let d = m["dependency_loss_threads"].as_f64().unwrap();
     let speedup = m["measured_speedup"].as_f64().unwrap();
+    let predicted = m["predicted_speedup"].as_f64().unwrap();
     // One lock serialises all the work: about one thread active, one lost to dependencies,
     // no speed-up; and the lock waits account for most of D·T(n) (table 4.11).
     assert!((0.8..=1.3).contains(&active), "A = {active}: {m}");
     assert!(d >= 0.7, "D = {d}: {m}");
-    assert!(speedup < 1.3, "speed-up {speedup}: {m}");
+    // The model's speed-up A/(1+ω) is made of load-proof quantities (a thread waiting for a
+    // CPU counts as active; ω is CPU time from wait4), so it is checked on any machine.
+    assert!(predicted < 1.3, "predicted speed-up {predicted}: {m}");
+    // The measured one is a ratio of wall times of runs made one after another: it only says
+    // something when neither configuration waited for CPUs that other work held (Σ run-queue
+    // wait / T under 0.1 threads: a serialised program on a quiet machine has one runnable
+    // thread and waits ~0). Beside a CPU hog the one-core runs share their core with it and the
+    // ratio measures the hog (1.87 was seen), so there it is logged, not asserted.
+    let waiting: Vec<f64> = scale["configurations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["waiting_threads"]["median"].as_f64().unwrap())
+        .collect();
+    if waiting.iter().all(|w| *w < 0.1) {
+        assert!(
+            speedup < 1.3,
+            "speed-up {speedup} (waiting for a CPU: {waiting:?}): {m}"
+        );
+    } else {
+        eprintln!(
+            "measured speed-up {speedup} not checked: the program waited for a CPU \
+             ({waiting:?} threads on average) while other work held them"
+        );
+    }
     let locks = &m["locks"];
     let explained = locks["explained_pct"].as_f64().unwrap();
     assert!(
