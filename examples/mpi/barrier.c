@@ -119,6 +119,26 @@ static void print_truth(const char *pattern, int waiter, int cause, int64_t dela
            pattern, waiter, cause, (long long)delay_ns, count, function);
     fflush(stdout);
 }
+
+/* The moment this rank left each barrier that starts a round, and the last one
+ * (CLOCK_MONOTONIC), printed after the loop as one line per rank:
+ *   exits: rank=R ns=E0,E1,...,En
+ * A rank kept off the CPU leaves a barrier late and so starts its planted round late, which
+ * moves the wait it causes or suffers by as much: tests allow for the spread of these
+ * moments across ranks (on one machine, where the ranks share CLOCK_MONOTONIC). */
+static void print_exits(int rank, const int64_t *exits, long n)
+{
+    size_t cap = 64 + (size_t)n * 21;
+    char *line = exits ? malloc(cap) : NULL;
+    if (!line)
+        return;
+    size_t at = (size_t)snprintf(line, cap, "exits: rank=%d ns=", rank);
+    for (long i = 0; i < n; i++)
+        at += (size_t)snprintf(line + at, cap - at, "%s%lld", i ? "," : "", (long long)exits[i]);
+    printf("%s\n", line); /* one write per line: ranks' lines do not interleave */
+    fflush(stdout);
+    free(line);
+}
 /* ----------------------------------------------------------------------------------- */
 
 #define LAST (RANKS - 1) /* the rank that sleeps longest */
@@ -137,8 +157,11 @@ int main(int argc, char **argv)
 
     int64_t slept_ns = 0; /* this rank's measured sleeps, summed */
     long planted = 0;
+    int64_t *exits = calloc((size_t)iterations + 1, sizeof *exits); /* see print_exits */
     MPI_Barrier(MPI_COMM_WORLD); /* start together */
     for (long i = 0; i < iterations; i++) {
+        if (exits)
+            exits[i] = now_ns();
         if (delay_ms > 0) {
             if (rank > 0)
                 slept_ns += planted_sleep(rank * delay_ms);
@@ -146,6 +169,8 @@ int main(int argc, char **argv)
         }
         MPI_Barrier(MPI_COMM_WORLD); /* the wait (and the line-up for the next round) */
     }
+    if (exits)
+        exits[iterations] = now_ns(); /* left the last barrier */
 
     /* After the measured part: the sleep sums to rank 3, which prints. */
     int64_t slept[RANKS];
@@ -154,6 +179,8 @@ int main(int argc, char **argv)
         for (int r = 0; r < LAST; r++)
             print_truth("wait-at-barrier", r, LAST, slept[LAST] - slept[r], planted,
                         "MPI_Barrier");
+    print_exits(rank, exits, iterations + 1);
+    free(exits);
     MPI_Finalize();
     return 0;
 }
