@@ -140,10 +140,19 @@ fn truths(stdout: &str) -> Vec<Truth> {
         .collect()
 }
 
-/// Each rank's `exits:` line (examples/mpi): the moments it left the barrier starting each
-/// round and the last one, in the order the lines appear. mpirun may join one rank's line to
+/// One rank's `exits:` line (examples/mpi).
+#[derive(Debug)]
+struct Exits {
+    rank: u64,
+    /// When it left the barrier starting each round, and the last one (CLOCK_MONOTONIC).
+    moments: Vec<i64>,
+    /// Its time inside the rounds' barriers.
+    barrier_ns: u64,
+}
+
+/// Every rank's `exits:` line, in the order they appear. mpirun may join one rank's line to
 /// another's, so entries are found anywhere in the text, not only at line starts.
-fn exits(stdout: &str) -> Vec<(u64, Vec<i64>)> {
+fn exits(stdout: &str) -> Vec<Exits> {
     stdout
         .split("exits: rank=")
         .skip(1)
@@ -157,17 +166,23 @@ fn exits(stdout: &str) -> Vec<(u64, Vec<i64>)> {
                 .split(',')
                 .map(|v| v.parse().ok())
                 .collect::<Option<_>>()?;
-            Some((rank.parse().ok()?, moments))
+            let after = rest[list.len()..].strip_prefix(" barrier_ns=")?;
+            let barrier_ns: String = after.chars().take_while(|c| c.is_ascii_digit()).collect();
+            Some(Exits {
+                rank: rank.parse().ok()?,
+                moments,
+                barrier_ns: barrier_ns.parse().ok()?,
+            })
         })
         .collect()
 }
 
 /// Per barrier, how far apart the ranks left it (ns).
-fn spreads(exits: &[(u64, Vec<i64>)]) -> Vec<u64> {
-    let n = exits.iter().map(|(_, m)| m.len()).min().unwrap_or(0);
+fn spreads(exits: &[Exits]) -> Vec<u64> {
+    let n = exits.iter().map(|e| e.moments.len()).min().unwrap_or(0);
     (0..n)
         .map(|i| {
-            let at = exits.iter().map(|(_, m)| m[i]);
+            let at = exits.iter().map(|e| e.moments[i]);
             (at.clone().max().unwrap() - at.min().unwrap()) as u64
         })
         .collect()
@@ -181,13 +196,15 @@ fn spreads(exits: &[(u64, Vec<i64>)]) -> Vec<u64> {
 /// rank's call to another's, both made right after such a barrier: a rank kept off the CPU
 /// there (busy-polling ranks beside other load on 2 CPUs) leaves the barrier late, and the
 /// wait it causes or suffers grows or shrinks by as much, which the programs' own sleep
-/// measurement cannot see. The same lateness delays the ranks at the round's end, so the
-/// unplanted waiting allowed grows by it too, once per rank that may wait for the late one.
+/// measurement cannot see. Unplanted waiting: under 10 % of the planted, plus the time the
+/// ranks spent in the rounds' barriers (as they measured it), where all of it happens; on a
+/// loaded machine a polling rank that yields its CPU may need many time slices of other
+/// programs to get through a call.
 fn check(
     mpi: &Mpi,
     example: &str,
     stdout: &str,
-    exits: &[(u64, Vec<i64>)],
+    exits: &[Exits],
     report: &Value,
 ) -> Result<(), String> {
     let truths = truths(stdout);
@@ -275,11 +292,12 @@ fn check(
         .iter()
         .map(|i| i["wait_ns"].as_u64().unwrap())
         .sum::<u64>();
-    let skew: u64 = spreads.iter().sum::<u64>() * exits.len().saturating_sub(1) as u64;
-    if unplanted as f64 >= 0.10 * planted as f64 + skew as f64 {
+    let in_barriers: u64 = exits.iter().map(|e| e.barrier_ns).sum();
+    if unplanted as f64 >= 0.10 * planted as f64 + in_barriers as f64 {
         return Err(format!(
             "{name} {example}: {unplanted} ns of unplanted waiting vs {planted} planted \
-             (allowed 10 % + {skew} ns of barrier exits apart: {spreads:?}): {others:?}"
+             (allowed 10 % + the {in_barriers} ns the ranks spent in the rounds' barriers): \
+             {others:?}"
         ));
     }
     if m["missing_ranks"] != Value::Array(vec![]) {
@@ -593,10 +611,8 @@ fn a_rank_on_another_clock_is_aligned() {
     // Rank 1's moments are on its own clock, 5000 s ahead.
     let stdout = text(&out.stdout);
     let mut moments = exits(&stdout);
-    for (rank, m) in &mut moments {
-        if *rank == 1 {
-            m.iter_mut().for_each(|t| *t -= 5_000_000_000_000);
-        }
+    for e in moments.iter_mut().filter(|e| e.rank == 1) {
+        e.moments.iter_mut().for_each(|t| *t -= 5_000_000_000_000);
     }
     check(mpi, "late_sender", &stdout, &moments, &v).unwrap();
 }
