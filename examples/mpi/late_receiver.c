@@ -138,8 +138,9 @@ static void print_exits(int rank, const int64_t *exits, long n, int64_t in_barri
     size_t at = (size_t)snprintf(line, cap, "exits: rank=%d ns=", rank);
     for (long i = 0; i < n; i++)
         at += (size_t)snprintf(line + at, cap - at, "%s%lld", i ? "," : "", (long long)exits[i]);
-    printf("%s barrier_ns=%lld\n", line, (long long)in_barriers);
-    fflush(stdout);
+    snprintf(line + at, cap - at, " barrier_ns=%lld\n", (long long)in_barriers);
+    fputs(line, stdout); /* one write even where MPI leaves stdout unbuffered: ranks' lines */
+    fflush(stdout);      /* do not interleave */
     free(line);
 }
 /* ----------------------------------------------------------------------------------- */

@@ -7,11 +7,14 @@
 //! Needs Open MPI and MPICH (`apt-get install openmpi-bin libopenmpi-dev mpich libmpich-dev`,
 //! which scripts/test.sh runs as root).
 
+use mpi_exits::{exits, spreads, Exits};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 const CONTEND: &str = env!("CARGO_BIN_EXE_contend");
+
+mod mpi_exits;
 
 struct Mpi {
     name: &'static str,
@@ -136,54 +139,6 @@ fn truths(stdout: &str) -> Vec<Truth> {
                 count: field("count").parse().unwrap(),
                 function: field("function"),
             }
-        })
-        .collect()
-}
-
-/// One rank's `exits:` line (examples/mpi).
-#[derive(Debug)]
-struct Exits {
-    rank: u64,
-    /// When it left the barrier starting each round, and the last one (CLOCK_MONOTONIC).
-    moments: Vec<i64>,
-    /// Its time inside the rounds' barriers.
-    barrier_ns: u64,
-}
-
-/// Every rank's `exits:` line, in the order they appear. mpirun may join one rank's line to
-/// another's, so entries are found anywhere in the text, not only at line starts.
-fn exits(stdout: &str) -> Vec<Exits> {
-    stdout
-        .split("exits: rank=")
-        .skip(1)
-        .filter_map(|entry| {
-            let (rank, rest) = entry.split_once(" ns=")?;
-            let list: String = rest
-                .chars()
-                .take_while(|c| c.is_ascii_digit() || *c == ',')
-                .collect();
-            let moments = list
-                .split(',')
-                .map(|v| v.parse().ok())
-                .collect::<Option<_>>()?;
-            let after = rest[list.len()..].strip_prefix(" barrier_ns=")?;
-            let barrier_ns: String = after.chars().take_while(|c| c.is_ascii_digit()).collect();
-            Some(Exits {
-                rank: rank.parse().ok()?,
-                moments,
-                barrier_ns: barrier_ns.parse().ok()?,
-            })
-        })
-        .collect()
-}
-
-/// Per barrier, how far apart the ranks left it (ns).
-fn spreads(exits: &[Exits]) -> Vec<u64> {
-    let n = exits.iter().map(|e| e.moments.len()).min().unwrap_or(0);
-    (0..n)
-        .map(|i| {
-            let at = exits.iter().map(|e| e.moments[i]);
-            (at.clone().max().unwrap() - at.min().unwrap()) as u64
         })
         .collect()
 }
