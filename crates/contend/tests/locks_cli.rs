@@ -144,7 +144,7 @@ const CLOCKS: f64 = 0.001;
 /// across: no longer than the longest the program saw a holder kept off the CPU in this run
 /// (its longest hold less the planted one), and rare, since the scheduler must preempt the
 /// thread inside that window (about window / time slice per window, under 1e-3; 800 windows
-/// give under 1 such hit per run on average, and 5 or more in under 4e-3 of runs even at 1).
+/// give under 1 such hit per run on average, and more than 5 in under 1e-3 of runs even at 1).
 fn edge_allowance(truth: &HashMap<String, String>, lock: &str) -> f64 {
     let acquisitions = num(truth, &format!("{lock}.acquisitions"));
     let planted = num(truth, "hold_ns");
@@ -239,10 +239,10 @@ fn sampled_mode_keeps_every_wait_and_estimates_the_rest() {
     let dir = tempfile::tempdir().unwrap();
     let exe = build("examples/locks/planted_hold.c", dir.path());
     // 600 rounds: 15 000 acquisitions of the cold lock, so that its estimate is within 7 % at
-    // 5 standard deviations (below), and the hot lock's within about 15 %. Holds asleep (-s): a spinning holder preempted by
-    // other work holds for whole time slices, and one such hold, sampled, counts 4 times;
-    // asleep, a hold stretches by a wake-up latency only, which keeps the estimate's
-    // variance (from the holds' squares) small enough to check something on a busy machine.
+    // 5 standard deviations (below). Holds asleep (-s): a spinning holder preempted by other
+    // work holds for whole time slices, and one such hold, sampled, counts 4 times; asleep,
+    // a hold stretches by a wake-up latency only, which keeps the estimate's variance (from
+    // the holds' squares) small enough to check something on a busy machine.
     let truth = record_with(
         &exe,
         dir.path(),
