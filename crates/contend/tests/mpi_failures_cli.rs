@@ -770,7 +770,10 @@ fn a_rank_that_dies_leaves_the_others_analysed_and_is_named() {
                     );
                 }
 
-                // Timing: one retry (a time slice the hypervisor takes mid-wait is noise).
+                // One retry, for what no measurement of the programs bounds: a rank preempted between
+                // its own clock read and the MPI call it times (a few hundred ns), or a time slice the
+                // hypervisor steals mid-wait. Each failed attempt is logged (stderr); an error of the
+                // analysis fails both times, and the second failure reports the first.
                 match check_late_sender(&json, &stdout, "rank_dies.c") {
                     Ok(()) => break,
                     Err(e) if attempt == 0 => {
@@ -1025,6 +1028,10 @@ fn fortran_late_sender_is_found_at_its_fortran_line() {
             "examples/mpi/late_sender.f90",
             &dir.path().join(format!("late_sender_f-{}", mpi.mpif90)),
         );
+        // One retry, for what no measurement of the programs bounds: a rank preempted between
+        // its own clock read and the MPI call it times (a few hundred ns), or a time slice the
+        // hypervisor steals mid-wait. Each failed attempt is logged (stderr); an error of the
+        // analysis fails both times, and the second failure reports the first.
         let mut first_error = None;
         for attempt in 0..2 {
             let run = dir.path().join(format!("{}-{attempt}", mpi.mpif90));
