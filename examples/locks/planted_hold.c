@@ -15,6 +15,18 @@
  * about two clock reads (~50 ns) per acquisition; no sampling.  A probe that measures
  * inside pthread_mutex_lock sees slightly less wait than this (not the caller's clock
  * read) and slightly more hold (its own exit path): well under 1 % at the defaults.
+ * Each thread takes `warm_lock` once before the measured phase, so that a probe's one-time
+ * set-up on a thread's first record (milliseconds, seen on a loaded machine) is not inside
+ * a measured hold.
+ *
+ * For tests that must hold on a loaded machine it also prints: `*.hold_ns_max`, the longest
+ * hold (on a busy machine, 1 ms plus the longest time a holder was kept off the CPU);
+ * `*.held_at_call`, the calls made at least 10 us before the previous holder's last clock
+ * read in its hold (which it leaves in a variable the lock protects): those find the lock
+ * taken, whatever the machine's speed, unless the caller is preempted for that long before
+ * its first step inside pthread_mutex_lock; `*.hold_ns2_total` and `*.hold_ns2_free`, the
+ * sums of the squares of all holds and of the holds of the other calls (ns^2, for the
+ * variance of an estimate that samples the uncontended acquisitions).
  *
  * It ends with one line, e.g.
  *   truth program=planted_hold threads=4 holds_per_thread=100 hold_ns=1000000 ...
@@ -22,7 +34,11 @@
  *     cold_lock.acquisitions=2500 ... elapsed_ns=...
  * (one line; fields documented in examples/README.md).
  *
- * usage: planted_hold [-t THREADS] [-k HOLDS] [-H HOLD_US] [-w WORK_US] [-c COLD]
+ * With -s the holder sleeps through its hold (nanosleep) instead of spinning: on a machine
+ * busy with other work a spinning holder that is preempted keeps the lock for whole time
+ * slices of the others, a sleeping one only for its wake-up latency.
+ *
+ * usage: planted_hold [-t THREADS] [-k HOLDS] [-H HOLD_US] [-w WORK_US] [-c COLD] [-s]
  * defaults: -t 4 -k 100 -H 1000 -w 100 -c 25   (about 0.43 s on 2 CPUs)
  *
  * build: cc -O2 -g -pthread planted_hold.c -o planted_hold
@@ -88,26 +104,40 @@ static long private_stat;    /* protected by cold_lock (only thread 0 uses it) *
 static int nthreads = 4;
 static long holds = 100, cold_per_round = 25;
 static int64_t hold_ns = 1000000, work_ns = 100000;
+static int sleep_hold; /* -s */
 
 static int hot_line, cold_line; /* source lines of the two pthread_mutex_lock calls */
+/* Each lock's last holder's final clock read before unlocking, protected by the lock. */
+static int64_t hot_hold_end, cold_hold_end;
+static pthread_mutex_t warm_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int go;
 
 /* Per-lock sums, one set per thread (no sharing while running). */
 struct sums {
-    long acquisitions, waits_over_5us;
-    int64_t wait_ns, hold_ns, max_wait_ns;
+    long acquisitions, waits_over_5us, held_at_call;
+    int64_t wait_ns, hold_ns, max_wait_ns, max_hold_ns;
+    double hold2_ns, hold2_free; /* ns^2: 1e8 holds of 1 ms would overflow int64 */
 };
 
-static void account(struct sums *s, int64_t t0, int64_t t1, int64_t t2)
+/* t0: before the lock call; t1: after it returned; t2: the last clock read before the
+ * unlock call; prev_end: the previous holder's t2 (0 if none). */
+static void account(struct sums *s, int64_t t0, int64_t t1, int64_t t2, int64_t prev_end)
 {
-    int64_t wait = t1 - t0;
+    int64_t wait = t1 - t0, hold = t2 - t1;
     s->acquisitions++;
     s->wait_ns += wait;
-    s->hold_ns += t2 - t1;
+    s->hold_ns += hold;
+    s->hold2_ns += (double)hold * (double)hold;
+    if (hold > s->max_hold_ns)
+        s->max_hold_ns = hold;
     if (wait > s->max_wait_ns)
         s->max_wait_ns = wait;
     if (wait > 5000)
         s->waits_over_5us++;
+    if (t0 + 10000 < prev_end)
+        s->held_at_call++;
+    else
+        s->hold2_free += (double)hold * (double)hold;
 }
 
 /* The planted hot spot: the only place hot_lock is taken. */
@@ -116,10 +146,20 @@ __attribute__((noinline)) static void update_shared_counter(struct sums *s)
     int64_t t0 = now_ns();
     pthread_mutex_lock(&hot_lock); hot_line = __LINE__;
     int64_t t1 = now_ns();
+    int64_t prev_end = hot_hold_end;
     shared_counter++;
-    int64_t t2 = spin_until(t1 + hold_ns); /* the planted hold */
+    int64_t t2;
+    if (sleep_hold) { /* the planted hold, asleep */
+        struct timespec d = {hold_ns / 1000000000, hold_ns % 1000000000};
+        while (nanosleep(&d, &d) != 0)
+            ;
+        t2 = now_ns();
+    } else {
+        t2 = spin_until(t1 + hold_ns); /* the planted hold */
+    }
+    hot_hold_end = t2;
     pthread_mutex_unlock(&hot_lock);
-    account(s, t0, t1, t2);
+    account(s, t0, t1, t2, prev_end);
 }
 
 /* The never-contended lock: only thread 0 ever calls this. */
@@ -128,10 +168,12 @@ __attribute__((noinline)) static void record_private_stat(struct sums *s)
     int64_t t0 = now_ns();
     pthread_mutex_lock(&cold_lock); cold_line = __LINE__;
     int64_t t1 = now_ns();
+    int64_t prev_end = cold_hold_end;
     private_stat++;
     int64_t t2 = now_ns();
+    cold_hold_end = t2;
     pthread_mutex_unlock(&cold_lock);
-    account(s, t0, t1, t2);
+    account(s, t0, t1, t2, prev_end);
 }
 
 struct worker {
@@ -146,6 +188,8 @@ static void *worker_main(void *arg)
     char name[16];
     snprintf(name, sizeof name, "holder-%d", w->id);
     pthread_setname_np(pthread_self(), name);
+    pthread_mutex_lock(&warm_lock); /* see the top of the file */
+    pthread_mutex_unlock(&warm_lock);
     while (!atomic_load(&go)) /* start together, without a pthread barrier in the trace */
         ;
     for (long i = 0; i < holds; i++) {
@@ -161,12 +205,13 @@ static void *worker_main(void *arg)
 static void usage(const char *prog)
 {
     fprintf(stderr,
-            "usage: %s [-t THREADS] [-k HOLDS] [-H HOLD_US] [-w WORK_US] [-c COLD]\n"
+            "usage: %s [-t THREADS] [-k HOLDS] [-H HOLD_US] [-w WORK_US] [-c COLD] [-s]\n"
             "  -t  threads taking hot_lock (default 4)\n"
             "  -k  acquisitions of hot_lock per thread (default 100)\n"
-            "  -H  hold time of hot_lock in microseconds, busy (default 1000)\n"
+            "  -H  hold time of hot_lock in microseconds, busy unless -s (default 1000)\n"
             "  -w  busy work between acquisitions in microseconds (default 100)\n"
-            "  -c  acquisitions of cold_lock per round, thread 0 only (default 25)\n",
+            "  -c  acquisitions of cold_lock per round, thread 0 only (default 25)\n"
+            "  -s  hold hot_lock asleep (nanosleep) rather than busy\n",
             prog);
     exit(2);
 }
@@ -174,13 +219,14 @@ static void usage(const char *prog)
 int main(int argc, char **argv)
 {
     int opt;
-    while ((opt = getopt(argc, argv, "t:k:H:w:c:h")) != -1) {
+    while ((opt = getopt(argc, argv, "t:k:H:w:c:sh")) != -1) {
         switch (opt) {
         case 't': nthreads = (int)parse_count(argv[0], 't', optarg, 1, 1024); break;
         case 'k': holds = parse_count(argv[0], 'k', optarg, 1, 100000000); break;
         case 'H': hold_ns = parse_count(argv[0], 'H', optarg, 0, 10000000) * 1000; break;
         case 'w': work_ns = parse_count(argv[0], 'w', optarg, 0, 10000000) * 1000; break;
         case 'c': cold_per_round = parse_count(argv[0], 'c', optarg, 0, 1000000); break;
+        case 's': sleep_hold = 1; break;
         default: usage(argv[0]);
         }
     }
@@ -206,12 +252,22 @@ int main(int argc, char **argv)
     struct sums hot = {0}, cold = {0};
     for (int i = 0; i < nthreads; i++) {
         hot.acquisitions += w[i].hot.acquisitions;
+        hot.held_at_call += w[i].hot.held_at_call;
+        hot.hold2_ns += w[i].hot.hold2_ns;
+        hot.hold2_free += w[i].hot.hold2_free;
+        if (w[i].hot.max_hold_ns > hot.max_hold_ns)
+            hot.max_hold_ns = w[i].hot.max_hold_ns;
         hot.waits_over_5us += w[i].hot.waits_over_5us;
         hot.wait_ns += w[i].hot.wait_ns;
         hot.hold_ns += w[i].hot.hold_ns;
         if (w[i].hot.max_wait_ns > hot.max_wait_ns)
             hot.max_wait_ns = w[i].hot.max_wait_ns;
         cold.acquisitions += w[i].cold.acquisitions;
+        cold.held_at_call += w[i].cold.held_at_call;
+        cold.hold2_ns += w[i].cold.hold2_ns;
+        cold.hold2_free += w[i].cold.hold2_free;
+        if (w[i].cold.max_hold_ns > cold.max_hold_ns)
+            cold.max_hold_ns = w[i].cold.max_hold_ns;
         cold.waits_over_5us += w[i].cold.waits_over_5us;
         cold.wait_ns += w[i].cold.wait_ns;
         cold.hold_ns += w[i].cold.hold_ns;
@@ -233,16 +289,22 @@ int main(int argc, char **argv)
            "work_ns=%lld cold_per_round=%ld "
            "hot_lock.addr=%p hot_lock.site=%s hot_lock.threads=%d "
            "hot_lock.acquisitions=%ld hot_lock.hold_ns_total=%lld hot_lock.wait_ns_total=%lld "
-           "hot_lock.wait_ns_max=%lld hot_lock.waits_over_5us=%ld "
+           "hot_lock.wait_ns_max=%lld hot_lock.waits_over_5us=%ld hot_lock.held_at_call=%ld "
+           "hot_lock.hold_ns_max=%lld hot_lock.hold_ns2_total=%.0f hot_lock.hold_ns2_free=%.0f "
            "cold_lock.addr=%p cold_lock.site=%s cold_lock.threads=%d "
            "cold_lock.acquisitions=%ld cold_lock.hold_ns_total=%lld cold_lock.wait_ns_total=%lld "
-           "cold_lock.wait_ns_max=%lld cold_lock.waits_over_5us=%ld elapsed_ns=%lld\n",
+           "cold_lock.wait_ns_max=%lld cold_lock.waits_over_5us=%ld cold_lock.held_at_call=%ld "
+           "cold_lock.hold_ns_max=%lld cold_lock.hold_ns2_total=%.0f cold_lock.hold_ns2_free=%.0f "
+           "elapsed_ns=%lld\n",
            nthreads, holds, (long long)hold_ns, (long long)work_ns, cold_per_round,
            (void *)&hot_lock, hot_site, nthreads, hot.acquisitions,
            (long long)hot.hold_ns, (long long)hot.wait_ns, (long long)hot.max_wait_ns,
-           hot.waits_over_5us, (void *)&cold_lock, cold_site,
+           hot.waits_over_5us, hot.held_at_call, (long long)hot.max_hold_ns, hot.hold2_ns,
+           hot.hold2_free,
+           (void *)&cold_lock, cold_site,
            cold.acquisitions ? 1 : 0, cold.acquisitions, (long long)cold.hold_ns,
            (long long)cold.wait_ns, (long long)cold.max_wait_ns, cold.waits_over_5us,
+           cold.held_at_call, (long long)cold.max_hold_ns, cold.hold2_ns, cold.hold2_free,
            (long long)elapsed);
     free(w);
     return 0;

@@ -119,6 +119,30 @@ static void print_truth(const char *pattern, int waiter, int cause, int64_t dela
            pattern, waiter, cause, (long long)delay_ns, count, function);
     fflush(stdout);
 }
+
+/* The moment this rank left each barrier that starts a round, and the last one
+ * (CLOCK_MONOTONIC), printed after the loop as one line per rank:
+ *   exits: rank=R ns=E0,E1,...,En barrier_ns=T
+ * A rank kept off the CPU leaves a barrier late and so starts its planted round late, which
+ * moves the wait it causes or suffers by as much: tests allow for the spread of these
+ * moments across ranks (on one machine, where the ranks share CLOCK_MONOTONIC).  T is the
+ * time it spent inside the rounds' barriers: all the waiting that was not planted (on a
+ * loaded machine, a polling rank that yields its CPU can take many time slices of other
+ * programs to finish a call). */
+static void print_exits(int rank, const int64_t *exits, long n, int64_t in_barriers)
+{
+    size_t cap = 64 + (size_t)n * 21;
+    char *line = exits ? malloc(cap) : NULL;
+    if (!line)
+        return;
+    size_t at = (size_t)snprintf(line, cap, "exits: rank=%d ns=", rank);
+    for (long i = 0; i < n; i++)
+        at += (size_t)snprintf(line + at, cap - at, "%s%lld", i ? "," : "", (long long)exits[i]);
+    snprintf(line + at, cap - at, " barrier_ns=%lld\n", (long long)in_barriers);
+    fputs(line, stdout); /* one write even where MPI leaves stdout unbuffered: ranks' lines */
+    fflush(stdout);      /* do not interleave */
+    free(line);
+}
 /* ----------------------------------------------------------------------------------- */
 
 #define LAST (RANKS - 1) /* the rank that sleeps longest */
@@ -137,15 +161,23 @@ int main(int argc, char **argv)
 
     int64_t slept_ns = 0; /* this rank's measured sleeps, summed */
     long planted = 0;
+    int64_t *exits = calloc((size_t)iterations + 1, sizeof *exits); /* see print_exits */
+    int64_t in_barriers = 0; /* time inside the rounds' barriers (see print_exits) */
     MPI_Barrier(MPI_COMM_WORLD); /* start together */
     for (long i = 0; i < iterations; i++) {
+        if (exits)
+            exits[i] = now_ns();
         if (delay_ms > 0) {
             if (rank > 0)
                 slept_ns += planted_sleep(rank * delay_ms);
             planted++;
         }
+        int64_t entered = now_ns();
         MPI_Barrier(MPI_COMM_WORLD); /* the wait (and the line-up for the next round) */
+        in_barriers += now_ns() - entered;
     }
+    if (exits)
+        exits[iterations] = now_ns(); /* left the last barrier */
 
     /* After the measured part: the sleep sums to rank 3, which prints. */
     int64_t slept[RANKS];
@@ -154,6 +186,8 @@ int main(int argc, char **argv)
         for (int r = 0; r < LAST; r++)
             print_truth("wait-at-barrier", r, LAST, slept[LAST] - slept[r], planted,
                         "MPI_Barrier");
+    print_exits(rank, exits, iterations + 1, in_barriers);
+    free(exits);
     MPI_Finalize();
     return 0;
 }

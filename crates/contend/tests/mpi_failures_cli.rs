@@ -26,11 +26,15 @@ use std::process::{Command, Output};
 
 const CONTEND: &str = env!("CARGO_BIN_EXE_contend");
 
+mod mpi_exits;
+
 struct Mpi {
     /// As the wrapper and contend name it.
     name: &'static str,
     mpicc: &'static str,
     mpif90: &'static str,
+    /// The Debian packages that provide it (scripts/test.sh installs them).
+    packages: &'static str,
     /// The launcher and the options each job gets.
     launcher: &'static [&'static str],
 }
@@ -39,6 +43,7 @@ const OPEN_MPI: Mpi = Mpi {
     name: "Open MPI",
     mpicc: "mpicc.openmpi",
     mpif90: "mpif90.openmpi",
+    packages: "openmpi-bin libopenmpi-dev",
     launcher: &[
         "mpirun.openmpi",
         "--oversubscribe",
@@ -52,24 +57,18 @@ const MPICH: Mpi = Mpi {
     name: "MPICH",
     mpicc: "mpicc.mpich",
     mpif90: "mpif90.mpich",
+    packages: "mpich libmpich-dev",
     launcher: &["mpirun.mpich"],
 };
 
 const PACKAGES: [&str; 4] = ["openmpi-bin", "libopenmpi-dev", "mpich", "libmpich-dev"];
 
-fn have(cmd: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(cmd).is_file()))
-}
-
-fn require(mpi: &Mpi) {
-    for tool in [mpi.mpicc, mpi.launcher[0]] {
-        assert!(
-            have(tool),
-            "{} is not installed ({tool} missing): apt-get install openmpi-bin libopenmpi-dev mpich libmpich-dev (scripts/test.sh does this as root)",
-            mpi.name
-        );
-    }
+/// The MPI is installed (true); missing, the test fails under CI and is skipped visibly
+/// elsewhere (false: the caller returns).
+fn require(mpi: &Mpi) -> bool {
+    [mpi.mpicc, mpi.launcher[0]]
+        .iter()
+        .all(|tool| testkit::require_command(tool, mpi.packages))
 }
 
 /// The jobs time themselves on a 2-CPU machine: one at a time.
@@ -207,7 +206,10 @@ fn site_name(m: &Value, site: &Value) -> String {
 }
 
 /// The planted Late Sender (rank 1 waiting for rank 0 in MPI_Recv): the `count` largest such
-/// instances total the truth within 5 %, each at a line of `source`.
+/// instances total the truth within 5 % plus how far apart the ranks left the barriers that
+/// started the planted rounds (the programs' `exits:` lines: a rank kept off the CPU there
+/// moves the wait by as much, unseen by the sleeper's own measurement), each at a line of
+/// `source`.
 fn check_late_sender(report: &Value, stdout: &str, source: &str) -> Result<(), String> {
     let (delay_ns, count) = truth(stdout);
     let m = &report["mpi"];
@@ -226,11 +228,14 @@ fn check_late_sender(report: &Value, stdout: &str, source: &str) -> Result<(), S
     }
     found.truncate(count as usize);
     let total: u64 = found.iter().map(|i| i["wait_ns"].as_u64().unwrap()).sum();
-    let err = (total as f64 - delay_ns as f64).abs() / delay_ns as f64;
-    if err > 0.05 {
+    let spreads = mpi_exits::spreads(&mpi_exits::exits(stdout));
+    let skew: u64 = spreads.iter().take(count as usize).sum();
+    let off = (total as f64 - delay_ns as f64).abs();
+    if off > 0.05 * delay_ns as f64 + skew as f64 {
         return Err(format!(
-            "late senders total {total} ns, planted {delay_ns} ns ({:.1} % off)",
-            err * 100.0
+            "late senders total {total} ns, planted {delay_ns} ns ({:.1} % off; allowed 5 % + \
+             {skew} ns the ranks left the rounds' barriers apart: {spreads:?})",
+            off / delay_ns as f64 * 100.0
         ));
     }
     for i in found {
@@ -265,7 +270,9 @@ fn line_of(src: &str, needle: &str) -> usize {
 /// which Debian packages provide an MPI, before starting anything.
 #[test]
 fn without_mpi_record_names_the_packages_that_provide_one() {
-    require(&OPEN_MPI);
+    if !require(&OPEN_MPI) {
+        return;
+    }
     let _guard = serial();
     let dir = tempfile::tempdir().unwrap();
     let empty = dir.path().join("empty-path");
@@ -318,8 +325,9 @@ fn without_mpi_record_names_the_packages_that_provide_one() {
 /// compiler is installed; and that a refused recording leaves no run directory behind.
 #[test]
 fn without_an_mpi_launcher_record_names_the_launcher_and_its_package() {
-    require(&OPEN_MPI);
-    require(&MPICH);
+    if !(require(&OPEN_MPI) && require(&MPICH)) {
+        return;
+    }
     let _guard = serial();
     let dir = tempfile::tempdir().unwrap();
     let empty = dir.path().join("empty-path");
@@ -382,8 +390,9 @@ fn without_an_mpi_launcher_record_names_the_launcher_and_its_package() {
 /// contend refuses before starting anything, naming both MPIs.
 #[test]
 fn a_program_launched_by_the_other_mpis_mpirun_is_refused_before_it_runs() {
-    require(&OPEN_MPI);
-    require(&MPICH);
+    if !(require(&OPEN_MPI) && require(&MPICH)) {
+        return;
+    }
     let _guard = serial();
     let dir = tempfile::tempdir().unwrap();
     for (built, launched) in [(&MPICH, &OPEN_MPI), (&OPEN_MPI, &MPICH)] {
@@ -456,16 +465,23 @@ fn run_job(
         .unwrap()
 }
 
-/// The measured delays vary from run to run; nothing else in the examples' output does.
+/// The examples' output with what varies from run to run masked: the measured times, and
+/// the order of lines from different ranks (the `exits:` lines of every rank).
 fn masked(stdout: &[u8]) -> String {
-    text(stdout)
-        .split(' ')
-        .map(|w| match w.strip_prefix("delay_ns=") {
-            Some(_) => "delay_ns=N",
-            None => w,
+    let mut lines: Vec<String> = text(stdout)
+        .lines()
+        .map(|line| {
+            line.split(' ')
+                .map(|w| match w.split_once('=') {
+                    Some((k @ ("delay_ns" | "ns" | "barrier_ns"), _)) => format!("{k}=N"),
+                    _ => w.to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
         })
-        .collect::<Vec<_>>()
-        .join(" ")
+        .collect();
+    lines.sort();
+    lines.join("\n")
 }
 
 /// The `mpi-refused-*.txt` files of `dir`, their text.
@@ -488,8 +504,9 @@ fn refusals(dir: &Path) -> Vec<String> {
 /// loaded library at MPI_Init and passes every call through.
 #[test]
 fn a_wrapper_built_for_the_other_mpi_refuses_and_leaves_the_job_unchanged() {
-    require(&OPEN_MPI);
-    require(&MPICH);
+    if !(require(&OPEN_MPI) && require(&MPICH)) {
+        return;
+    }
     let _guard = serial();
     let dir = tempfile::tempdir().unwrap();
     for (job, foreign) in [(&MPICH, &OPEN_MPI), (&OPEN_MPI, &MPICH)] {
@@ -605,8 +622,9 @@ fn cache_with_the_wrong_wrapper(dir: &Path, program: &Path) -> PathBuf {
 /// recorded and why.
 #[test]
 fn a_recording_whose_ranks_refused_the_wrapper_reports_why() {
-    require(&OPEN_MPI);
-    require(&MPICH);
+    if !(require(&OPEN_MPI) && require(&MPICH)) {
+        return;
+    }
     let _guard = serial();
     let dir = tempfile::tempdir().unwrap();
     let program = build_example(&MPICH, "late_sender", dir.path());
@@ -657,8 +675,9 @@ fn a_recording_whose_ranks_refused_the_wrapper_reports_why() {
 /// "did not call MPI_Init with the wrapper loaded", which is not what happened).
 #[test]
 fn the_report_of_a_run_whose_ranks_refused_the_wrapper_says_so() {
-    require(&OPEN_MPI);
-    require(&MPICH);
+    if !(require(&OPEN_MPI) && require(&MPICH)) {
+        return;
+    }
     let _guard = serial();
     let dir = tempfile::tempdir().unwrap();
     let program = build_example(&MPICH, "late_sender", dir.path());
@@ -695,8 +714,9 @@ fn the_report_of_a_run_whose_ranks_refused_the_wrapper_says_so() {
 /// are named as ended early; no rank is missing.
 #[test]
 fn a_rank_that_dies_leaves_the_others_analysed_and_is_named() {
-    require(&OPEN_MPI);
-    require(&MPICH);
+    if !(require(&OPEN_MPI) && require(&MPICH)) {
+        return;
+    }
     let _guard = serial();
     let dir = tempfile::tempdir().unwrap();
     for mpi in [&OPEN_MPI, &MPICH] {
@@ -750,7 +770,10 @@ fn a_rank_that_dies_leaves_the_others_analysed_and_is_named() {
                     );
                 }
 
-                // Timing: one retry (a time slice the hypervisor takes mid-wait is noise).
+                // One retry, for what no measurement of the programs bounds: a rank preempted between
+                // its own clock read and the MPI call it times (a few hundred ns), or a time slice the
+                // hypervisor steals mid-wait. Each failed attempt is logged (stderr); an error of the
+                // analysis fails both times, and the second failure reports the first.
                 match check_late_sender(&json, &stdout, "rank_dies.c") {
                     Ok(()) => break,
                     Err(e) if attempt == 0 => {
@@ -771,8 +794,9 @@ fn a_rank_that_dies_leaves_the_others_analysed_and_is_named() {
 /// made, and no wait state made up for them.
 #[test]
 fn messages_without_a_partner_are_counted_and_listed_not_guessed() {
-    require(&OPEN_MPI);
-    require(&MPICH);
+    if !(require(&OPEN_MPI) && require(&MPICH)) {
+        return;
+    }
     let _guard = serial();
     let dir = tempfile::tempdir().unwrap();
     let src = "examples/mpi/unmatched.c";
@@ -903,7 +927,9 @@ fn split_hosts(original: &Path, host1: &Path, host2: &Path, meta_lists_rank_1: b
 /// files.
 #[test]
 fn rank_traces_from_two_hosts_directories_are_merged() {
-    require(&OPEN_MPI);
+    if !require(&OPEN_MPI) {
+        return;
+    }
     let _guard = serial();
     let dir = tempfile::tempdir().unwrap();
     let program = build_example(&OPEN_MPI, "late_sender", dir.path());
@@ -957,7 +983,9 @@ fn rank_traces_from_two_hosts_directories_are_merged() {
 /// on the listed file.
 #[test]
 fn a_rank_stream_moved_to_another_directory_is_found_there() {
-    require(&OPEN_MPI);
+    if !require(&OPEN_MPI) {
+        return;
+    }
     let _guard = serial();
     let dir = tempfile::tempdir().unwrap();
     let program = build_example(&OPEN_MPI, "late_sender", dir.path());
@@ -986,12 +1014,10 @@ fn a_rank_stream_moved_to_another_directory_is_found_there() {
 /// planted late sender found within 5 %, and every call at its line of late_sender.f90.
 #[test]
 fn fortran_late_sender_is_found_at_its_fortran_line() {
-    assert!(
-        have("gfortran"),
-        "gfortran is not installed: apt-get install gfortran (scripts/test.sh does this as root)"
-    );
-    require(&OPEN_MPI);
-    require(&MPICH);
+    if !(testkit::require_command("gfortran", "gfortran") && require(&OPEN_MPI) && require(&MPICH))
+    {
+        return;
+    }
     let _guard = serial();
     let dir = tempfile::tempdir().unwrap();
     let recv_line = line_of("examples/mpi/late_sender.f90", "! the wait");
@@ -1002,6 +1028,10 @@ fn fortran_late_sender_is_found_at_its_fortran_line() {
             "examples/mpi/late_sender.f90",
             &dir.path().join(format!("late_sender_f-{}", mpi.mpif90)),
         );
+        // One retry, for what no measurement of the programs bounds: a rank preempted between
+        // its own clock read and the MPI call it times (a few hundred ns), or a time slice the
+        // hypervisor steals mid-wait. Each failed attempt is logged (stderr); an error of the
+        // analysis fails both times, and the second failure reports the first.
         let mut first_error = None;
         for attempt in 0..2 {
             let run = dir.path().join(format!("{}-{attempt}", mpi.mpif90));

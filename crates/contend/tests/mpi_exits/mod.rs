@@ -1,0 +1,54 @@
+//! The `exits:` lines the MPI examples print (examples/mpi/README.md), shared by the MPI tests:
+//! when each rank left the barrier starting each round, and how long it spent in the rounds'
+//! barriers, which bound how much scheduling on a loaded machine can move a planted wait.
+
+// Each test binary that includes this module uses a different part of it.
+#![allow(dead_code)]
+
+/// One rank's `exits:` line (examples/mpi).
+#[derive(Debug)]
+pub struct Exits {
+    pub rank: u64,
+    /// When it left the barrier starting each round, and the last one (CLOCK_MONOTONIC).
+    pub moments: Vec<i64>,
+    /// Its time inside the rounds' barriers.
+    pub barrier_ns: u64,
+}
+
+/// Every rank's `exits:` line, in the order they appear. mpirun may join one rank's line to
+/// another's, so entries are found anywhere in the text, not only at line starts.
+pub fn exits(stdout: &str) -> Vec<Exits> {
+    stdout
+        .split("exits: rank=")
+        .skip(1)
+        .filter_map(|entry| {
+            let (rank, rest) = entry.split_once(" ns=")?;
+            let list: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_digit() || *c == ',')
+                .collect();
+            let moments = list
+                .split(',')
+                .map(|v| v.parse().ok())
+                .collect::<Option<_>>()?;
+            let after = rest[list.len()..].strip_prefix(" barrier_ns=")?;
+            let barrier_ns: String = after.chars().take_while(|c| c.is_ascii_digit()).collect();
+            Some(Exits {
+                rank: rank.parse().ok()?,
+                moments,
+                barrier_ns: barrier_ns.parse().ok()?,
+            })
+        })
+        .collect()
+}
+
+/// Per barrier, how far apart the ranks left it (ns).
+pub fn spreads(exits: &[Exits]) -> Vec<u64> {
+    let n = exits.iter().map(|e| e.moments.len()).min().unwrap_or(0);
+    (0..n)
+        .map(|i| {
+            let at = exits.iter().map(|e| e.moments[i]);
+            (at.clone().max().unwrap() - at.min().unwrap()) as u64
+        })
+        .collect()
+}
