@@ -4,8 +4,9 @@
 # Installs what the tests need where it can (Debian packages when run as root, the Rust nightly
 # toolchain and cargo-fuzz for fuzzing), and otherwise stops naming what is missing.
 #
-# A test that cannot run here (a kernel capability missing) says so through `testkit::skip`: the
-# lines are collected in one file and printed, counted, at the end. Under CI=true a package this
+# A test that cannot run here (a kernel capability missing) says so through `testkit::skip`, and a
+# failed attempt of a bounded retry through `testkit::attempt_failed`: the lines are collected in
+# one file and printed, counted, at the end. Under CI=true a package this
 # script installs is never a reason to skip (testkit::require_command fails the test instead).
 #
 #   scripts/test.sh              everything (about 11 minutes on 2 cores once packages are installed)
@@ -63,7 +64,7 @@ step "cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 
 step "cargo test"
-# Private files for the skip lines and the test output (mktemp: unpredictable names, mode 0600).
+# Private files for the skip and retry lines and the test output (mktemp: unpredictable names, mode 0600).
 skip_log=$(mktemp -t contend-test-skips.XXXXXXXX)
 test_log=$(mktemp -t contend-test-output.XXXXXXXX)
 trap 'rm -f "$skip_log" "$test_log"' EXIT
@@ -78,7 +79,12 @@ failed=$(awk '/^test result:/ { for (i = 1; i <= NF; i++) if ($i ~ /^failed;?$/)
 skipped=$(grep -c '^SKIPPED ' "$skip_log" || true)
 if [ "$skipped" -gt 0 ]; then
   printf '\nskipped here (libtest counts them as passed):\n'
-  sed 's/^SKIPPED /  /' "$skip_log"
+  sed -n 's/^SKIPPED /  /p' "$skip_log"
+fi
+# A bounded retry of a noisy check never hides a failed attempt: each is listed.
+if grep -q '^RETRIED ' "$skip_log"; then
+  printf '\nattempts that failed and were tried again:\n'
+  sed -n 's/^RETRIED /  /p' "$skip_log"
 fi
 printf '\ntests: %d passed, %d failed, %d skipped\n' $((passed - skipped)) "$failed" "$skipped"
 if [ "$test_status" != 0 ]; then

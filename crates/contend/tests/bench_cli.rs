@@ -201,7 +201,9 @@ fn contended_ops_cost_more_on_two_cpus_and_uncontended_ones_do_not() {
             eprintln!("2-CPU/1-CPU ratios: {last}");
             return;
         }
-        eprintln!("attempt {attempt}: too few undisturbed repeats, running again: {last}");
+        testkit::attempt_failed(&format!(
+            "attempt {attempt}: too few undisturbed repeats, running again: {last}"
+        ));
     }
     panic!(
         "the precondition failed in 3 attempts: the two threads did not run side by side in \

@@ -301,7 +301,7 @@ fn every_planted_wait_state_is_found(mpi: &Mpi) {
             match check(mpi, example, &stdout, &exits(&stdout), &report) {
                 Ok(()) => break,
                 Err(e) if first_error.is_none() => {
-                    eprintln!("{e}: retrying once");
+                    testkit::attempt_failed(&format!("{e}: retrying once"));
                     first_error = Some(e);
                 }
                 Err(e) => panic!("{e} (first attempt: {})", first_error.unwrap()),
@@ -672,7 +672,7 @@ fn two_jobs_in_one_run_are_told_apart() {
         match checked {
             Ok(()) => break,
             Err(e) if first_error.is_none() => {
-                eprintln!("{e}: retrying once");
+                testkit::attempt_failed(&format!("{e}: retrying once"));
                 first_error = Some(e);
             }
             Err(e) => panic!("{e} (first attempt: {})", first_error.unwrap()),

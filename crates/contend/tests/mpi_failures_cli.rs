@@ -777,7 +777,7 @@ fn a_rank_that_dies_leaves_the_others_analysed_and_is_named() {
                 match check_late_sender(&json, &stdout, "rank_dies.c") {
                     Ok(()) => break,
                     Err(e) if attempt == 0 => {
-                        eprintln!("{what}: {e}: retrying once");
+                        testkit::attempt_failed(&format!("{what}: {e}: retrying once"));
                         first_error = Some(e);
                     }
                     Err(e) => panic!("{what}: {e} (first attempt: {first_error:?})"),
@@ -1064,7 +1064,7 @@ fn fortran_late_sender_is_found_at_its_fortran_line() {
             match check_late_sender(&json, &text(&out.stdout), "late_sender.f90") {
                 Ok(()) => break,
                 Err(e) if attempt == 0 => {
-                    eprintln!("{}: {e}: retrying once", mpi.name);
+                    testkit::attempt_failed(&format!("{}: {e}: retrying once", mpi.name));
                     first_error = Some(e);
                 }
                 Err(e) => panic!("{}: {e} (first attempt: {first_error:?})", mpi.name),

@@ -29,6 +29,18 @@ fn test_name() -> String {
 /// One line per call, `SKIPPED <binary> <test>: <reason>`, on stderr and appended (one
 /// `write`, `O_APPEND`, so lines from parallel tests do not interleave) to `$CONTEND_TEST_SKIP_LOG`.
 pub fn skip(reason: &str) {
+    log_line("SKIPPED", reason);
+}
+
+/// Records that an attempt of the calling test failed and is tried again, with why: a bounded
+/// retry of an inherently noisy check must never hide a failure, so each failed attempt is
+/// printed by `scripts/test.sh` beside the skips (a passing test's stderr is captured).
+pub fn attempt_failed(why: &str) {
+    log_line("RETRIED", why);
+}
+
+/// Appends `TAG <binary> <test>: <text>` to stderr and the log file.
+fn log_line(tag: &str, text: &str) {
     let binary = std::env::current_exe()
         .ok()
         .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
@@ -37,7 +49,9 @@ pub fn skip(reason: &str) {
                 .map_or(s.clone(), |(name, _hash)| name.to_string())
         })
         .unwrap_or_default();
-    let line = format!("SKIPPED {binary} {}: {reason}\n", test_name());
+    // One line, whatever the text holds.
+    let text = text.replace('\n', " ");
+    let line = format!("{tag} {binary} {}: {text}\n", test_name());
     eprint!("{line}");
     if let Some(path) = std::env::var_os(SKIP_LOG) {
         let appended = std::fs::OpenOptions::new()
@@ -47,7 +61,7 @@ pub fn skip(reason: &str) {
             .and_then(|mut f| f.write_all(line.as_bytes()));
         if let Err(e) = appended {
             panic!(
-                "cannot record the skip in {}: {e}",
+                "cannot record the {tag} line in {}: {e}",
                 Path::new(&path).display()
             );
         }
