@@ -4,10 +4,12 @@
 # Installs what the tests need where it can (Debian packages when run as root, the Rust nightly
 # toolchain and cargo-fuzz for fuzzing), and otherwise stops naming what is missing.
 #
-# A test that cannot run here (a kernel capability missing) says so through `testkit::skip`, and a
-# failed attempt of a bounded retry through `testkit::attempt_failed`: the lines are collected in
-# one file and printed, counted, at the end. Under CI=true a package this
-# script installs is never a reason to skip (testkit::require_command fails the test instead).
+# Nothing a test leaves out is silent: a test that cannot run here (a kernel capability missing)
+# says so through `testkit::skip`, a check whose precondition did not hold through
+# `testkit::check_not_made`, a failed attempt of a bounded retry through
+# `testkit::attempt_failed`; the lines are collected in one file and printed, the skips counted,
+# at the end. Under CI=true a package this script installs is never a reason to skip
+# (testkit::require_command fails the test instead).
 #
 #   scripts/test.sh              everything (about 11 minutes on 2 cores once packages are installed)
 #   FUZZ_SECONDS=0 scripts/test.sh   skip the fuzz run
@@ -80,6 +82,11 @@ skipped=$(grep -c '^SKIPPED ' "$skip_log" || true)
 if [ "$skipped" -gt 0 ]; then
   printf '\nskipped here (libtest counts them as passed):\n'
   sed -n 's/^SKIPPED /  /p' "$skip_log"
+fi
+# Checks whose precondition did not hold here (the rest of each test ran): listed, not silent.
+if grep -q '^UNCHECKED ' "$skip_log"; then
+  printf '\nchecks not made here, their precondition did not hold:\n'
+  sed -n 's/^UNCHECKED /  /p' "$skip_log"
 fi
 # A bounded retry of a noisy check never hides a failed attempt: each is listed.
 if grep -q '^RETRIED ' "$skip_log"; then

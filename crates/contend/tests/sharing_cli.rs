@@ -140,10 +140,10 @@ impl Recorded {
     /// hot, never "no sharing found"; logged so that a run under load shows what happened.
     fn accept_unknown(&self, why: &str) {
         let c = &self.report["concurrency"];
-        eprintln!(
+        testkit::check_not_made(&format!(
             "{}: {why}; the threads (iterations done: {:?}) were on a CPU together for {} ns ({}), less than the {} ns sharing needs: accepted as unknown",
             self.what, self.iters, c["on_cpu_together_ns"], c["method"], c["threshold_ns"]
-        );
+        ));
         if self.lines().is_empty() {
             assert_eq!(self.report["verdict"], "unknown", "{}", self.what);
             let out = Command::new(CONTEND)
