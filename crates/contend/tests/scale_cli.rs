@@ -157,26 +157,28 @@ fn independent_threads_lose_little_and_a_lock_loses_a_thread_explained_by_its_wa
     // The model's speed-up A/(1+ω) is made of load-proof quantities (a thread waiting for a
     // CPU counts as active; ω is CPU time from wait4), so it is checked on any machine.
     assert!(predicted < 1.3, "predicted speed-up {predicted}: {m}");
-    // The measured one is a ratio of wall times of runs made one after another: it only says
-    // something when neither configuration waited for CPUs that other work held (Σ run-queue
-    // wait / T under 0.1 threads: a serialised program on a quiet machine has one runnable
-    // thread and waits ~0). Beside a CPU hog the one-core runs share their core with it and the
-    // ratio measures the hog (1.87 was seen), so there it is logged, not asserted.
-    let waiting: Vec<f64> = scale["configurations"]
+    // The measured one is a ratio of wall times of runs made one after another, T(1)/T(2) =
+    // R(2)/R(1) for the same service S, where R = S/T is the average number of the program's
+    // threads on a CPU. A serialised program keeps one thread runnable at every moment but the
+    // lock hand-offs, so on a core of its own R(1) ≈ 1 (0.97 here, quiet), and R(2) ≈ 1 too: no speed-up. Beside
+    // a CPU hog sharing its one core R(1) falls to ~0.5 or below (0.16 was seen, speed-up
+    // 1.87), and the ratio then measures the hog. So it is checked when the one-core runs had
+    // their core (R(1) ≥ 0.8; a program that did speed up would still show R(2) ≈ 2 ≥ 1.3 ×
+    // R(1)), and logged otherwise; a busy two-core run only lowers the ratio.
+    let one_core = scale["configurations"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|c| c["waiting_threads"]["median"].as_f64().unwrap())
-        .collect();
-    if waiting.iter().all(|w| *w < 0.1) {
-        assert!(
-            speedup < 1.3,
-            "speed-up {speedup} (waiting for a CPU: {waiting:?}): {m}"
-        );
+        .find(|c| c["cores"] == 1)
+        .expect("a one-core configuration");
+    let r1 = one_core["configuration"]["service_ns"].as_f64().unwrap()
+        / one_core["configuration"]["elapsed_ns"].as_f64().unwrap();
+    if r1 >= 0.8 {
+        assert!(speedup < 1.3, "speed-up {speedup} (R(1) = {r1:.2}): {m}");
     } else {
         testkit::check_not_made(&format!(
-            "measured speed-up {speedup} not checked: the program waited for a CPU \
-             ({waiting:?} threads on average) while other work held them"
+            "measured speed-up {speedup} not checked: on one core the program had a thread on \
+             the CPU only {r1:.2} of the time (other work held it; ≥ 0.8 needed)"
         ));
     }
     let locks = &m["locks"];
