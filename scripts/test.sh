@@ -11,7 +11,7 @@
 # at the end. Under CI=true a package this script installs is never a reason to skip
 # (testkit::require_command fails the test instead).
 #
-#   scripts/test.sh              everything (about 11 minutes on 2 cores once packages are installed)
+#   scripts/test.sh              everything (about 8 minutes from a fresh clone on 2 cores once packages are installed)
 #   FUZZ_SECONDS=0 scripts/test.sh   skip the fuzz run
 set -euo pipefail
 cd "$(dirname "$0")/.."
