@@ -292,12 +292,12 @@ fn no_hot_line(report: &SharingReport) -> String {
     let c = &report.concurrency;
     match (report.verdict, c.on_cpu_together_ns) {
         (Verdict::Unknown, Some(ns)) => format!(
-            "No cache line became hot, but the threads were on a CPU together for {} (less than the {} needed for sharing to show): the verdict is unknown, not \"no sharing\".\n  Rerun on a quieter machine, with more work (a longer run), or with --exhaustive (every line tracked from its first access).\n",
+            "No cache line became hot, but the threads were on a CPU together for {}, less than the {} sharing needs to show: the verdict is unknown, not \"no sharing\".\n  Rerun on a quieter machine, with more work (a longer run), or with --exhaustive (every line tracked from its first access).\n",
             if c.exact == Some(true) {
                 format!("only {} (exact, from the sched tracepoints)", ms(ns))
             } else {
                 format!(
-                    "{} as far as the schedstat samples show (a lower bound: perhaps longer)",
+                    "at least {} by the schedstat samples (a lower bound: perhaps longer)",
                     ms(ns)
                 )
             },
@@ -742,11 +742,14 @@ mod tests {
         assert!(!text.contains("no false or true sharing found"), "{text}");
         assert!(
             text.contains(
-                "on a CPU together for 1.2 ms as far as the schedstat samples show (a lower bound"
+                "on a CPU together for at least 1.2 ms by the schedstat samples (a lower bound"
             ),
             "{text}"
         );
-        assert!(text.contains("less than the 3.0 ms needed"), "{text}");
+        assert!(
+            text.contains("less than the 3.0 ms sharing needs"),
+            "{text}"
+        );
         assert!(text.contains("the verdict is unknown"), "{text}");
         assert!(text.contains("--exhaustive"), "{text}");
     }
