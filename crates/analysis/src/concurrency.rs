@@ -48,6 +48,23 @@ pub struct Concurrency {
     pub method: Method,
 }
 
+impl Concurrency {
+    /// The figure of several processes together, for a verdict that needs each of them to have
+    /// run together long enough: the least time, exact only when both are.
+    pub fn least(self, other: Concurrency) -> Concurrency {
+        let exact = self.exact && other.exact;
+        Concurrency {
+            on_cpu_together_ns: self.on_cpu_together_ns.min(other.on_cpu_together_ns),
+            exact,
+            method: if exact {
+                Method::SchedTracepoints
+            } else {
+                Method::SchedstatBound
+            },
+        }
+    }
+}
+
 /// A thread's Running intervals `[start, end)` from its state changes (in time order); a
 /// thread still Running at its last change runs until `end`.
 pub fn running_intervals(changes: &[StateChange], end: u64) -> Vec<(u64, u64)> {
@@ -102,8 +119,8 @@ pub fn together_from_intervals(threads: &[Vec<(u64, u64)>]) -> u64 {
 /// recording `[start, end]` (see the module documentation). `cpus` is how many CPUs the
 /// process could use (`None`: unknown, then the number of threads with service bounds it,
 /// which keeps the bound valid).
-pub fn together_lower_bound(
-    threads: &[ThreadSamples],
+pub fn together_lower_bound<'a>(
+    threads: impl IntoIterator<Item = &'a ThreadSamples>,
     start: u64,
     end: u64,
     cpus: Option<u32>,
@@ -112,7 +129,7 @@ pub fn together_lower_bound(
     // No thread can have run longer than the span (an attached thread's first figure may hold
     // CPU time from before it: not beyond the span either).
     let service: Vec<u64> = threads
-        .iter()
+        .into_iter()
         .map(|t| t.samples.iter().map(|s| s.on_cpu_ns).sum::<u64>().min(span))
         .filter(|&s| s > 0)
         .collect();
@@ -147,8 +164,7 @@ pub fn per_process(r: &Recorded<'_>) -> BTreeMap<u32, Concurrency> {
     let pids: BTreeSet<u32> = r.samples.iter().map(|t| t.pid).collect();
     let mut out = BTreeMap::new();
     for pid in pids {
-        let threads: Vec<ThreadSamples> =
-            r.samples.iter().filter(|t| t.pid == pid).cloned().collect();
+        let threads: Vec<&ThreadSamples> = r.samples.iter().filter(|t| t.pid == pid).collect();
         let traced = r.states_complete
             && threads
                 .iter()
@@ -168,7 +184,12 @@ pub fn per_process(r: &Recorded<'_>) -> BTreeMap<u32, Concurrency> {
             }
         } else {
             Concurrency {
-                on_cpu_together_ns: together_lower_bound(&threads, r.start, r.end, r.cpus),
+                on_cpu_together_ns: together_lower_bound(
+                    threads.iter().copied(),
+                    r.start,
+                    r.end,
+                    r.cpus,
+                ),
                 exact: false,
                 method: Method::SchedstatBound,
             }
@@ -245,6 +266,25 @@ mod tests {
                 .collect(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn several_processes_are_judged_by_the_least_and_exact_only_when_all_are() {
+        let exact = |ns| Concurrency {
+            on_cpu_together_ns: ns,
+            exact: true,
+            method: Method::SchedTracepoints,
+        };
+        let bound = Concurrency {
+            on_cpu_together_ns: 7,
+            exact: false,
+            method: Method::SchedstatBound,
+        };
+        assert_eq!(exact(5).least(exact(9)), exact(5));
+        let mixed = exact(3).least(bound);
+        assert_eq!(mixed.on_cpu_together_ns, 3);
+        assert!(!mixed.exact);
+        assert_eq!(mixed.method, Method::SchedstatBound);
     }
 
     #[test]

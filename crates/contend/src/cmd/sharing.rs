@@ -4,7 +4,7 @@
 //! c2c's two tables (`contend c2c report`, and `contend report`'s sharing section).
 
 use crate::exit::bad_input;
-use analysis::concurrency::{Concurrency, Method};
+use analysis::concurrency::Concurrency;
 use analysis::sharing::SharingReport;
 use report::sharing::{code_key, line_key, CodeName, Naming, ProcessLine};
 use std::collections::BTreeMap;
@@ -121,15 +121,7 @@ pub fn load(run: &Path, transfer_ns: f64) -> anyhow::Result<Option<Loaded>> {
             hot_after = hot_after.max(process.hot_after);
             least = Some(match (least, measured) {
                 (None, m) => m,
-                (Some(Some(a)), Some(b)) => Some(Concurrency {
-                    on_cpu_together_ns: a.on_cpu_together_ns.min(b.on_cpu_together_ns),
-                    exact: a.exact && b.exact,
-                    method: if a.exact && b.exact {
-                        a.method
-                    } else {
-                        Method::SchedstatBound
-                    },
-                }),
+                (Some(Some(a)), Some(b)) => Some(a.least(b)),
                 _ => None,
             });
         }
