@@ -7,7 +7,7 @@
 
 use crate::table::new_table;
 use analysis::concurrency::Concurrency;
-use analysis::sharing::{Class, ConcurrencyCheck, LineReport, SharingReport, Verdict};
+use analysis::sharing::{Class, LineReport, SharingReport, Verdict};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -190,14 +190,7 @@ pub fn render(
                 out,
                 "  threads on a CPU together: {}",
                 match &p.concurrency {
-                    Some(c) if c.exact => format!(
-                        "{} (exact, from the sched tracepoints)",
-                        ms(c.on_cpu_together_ns)
-                    ),
-                    Some(c) => format!(
-                        "at least {} (a lower bound, from schedstat samples)",
-                        ms(c.on_cpu_together_ns)
-                    ),
+                    Some(c) => together_ms(c.on_cpu_together_ns, c.exact),
                     None => "not measured (no sampler data)".to_string(),
                 }
             );
@@ -274,9 +267,9 @@ fn ms(ns: u64) -> String {
     format!("{:.1} ms", ns as f64 / 1e6)
 }
 
-/// How the concurrency was measured, for the text.
-fn together_text(c: &ConcurrencyCheck, ns: u64) -> String {
-    if c.exact == Some(true) {
+/// A concurrency figure with how it was measured, for the text.
+fn together_ms(ns: u64, exact: bool) -> String {
+    if exact {
         format!("{} (exact, from the sched tracepoints)", ms(ns))
     } else {
         format!(
@@ -306,7 +299,7 @@ fn no_hot_line(report: &SharingReport) -> String {
         _ if !c.multi_threaded => "No cache line was shared: no process had two threads.\n".to_string(),
         (_, Some(ns)) => format!(
             "No cache line was shared between threads enough to become hot: no false or true sharing found (the threads were on a CPU together for {}, more than the {} sharing needs to show).\n",
-            together_text(c, ns),
+            together_ms(ns, c.exact == Some(true)),
             ms(c.threshold_ns)
         ),
         (_, None) => format!(
