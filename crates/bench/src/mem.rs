@@ -438,6 +438,15 @@ pub fn stream(cfg: &StreamConfig, progress: &mut dyn FnMut(&str)) -> Result<Stre
     })
 }
 
+/// `MemAvailable` from /proc/meminfo, in bytes: what a buffer can take without swapping.
+pub fn available_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|k| k * 1024)
+}
+
 /// The sum of the last-level caches' sizes over the whole machine, KiB (STREAM's rule: each
 /// array at least 4 times this).
 pub fn llc_total_kib(machine: &topology::Topology) -> Option<u64> {

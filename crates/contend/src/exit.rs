@@ -37,6 +37,6 @@ pub fn report_error(e: &anyhow::Error) -> ExitCode {
         msg.push_str(": ");
         msg.push_str(&cause.to_string());
     }
-    eprintln!("contend: error: {msg}");
+    crate::ui::error(msg);
     ExitCode::from(code)
 }

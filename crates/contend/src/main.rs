@@ -3,9 +3,11 @@
 //! Exit codes: 0 success; 1 the measured program or the measurement failed; 2 bad input or
 //! usage (unknown option, unreadable snapshot, corrupt run directory, missing process).
 
+mod args;
 mod cmd;
 mod examples;
 mod exit;
+mod ui;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

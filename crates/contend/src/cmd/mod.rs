@@ -1,9 +1,6 @@
 //! One module per command: parse options, call the libraries, render.
 
 pub mod bench;
-pub mod bench_ctx;
-pub mod bench_mem;
-pub mod bench_numa;
 pub mod c2c;
 pub mod cc;
 pub mod demo;

@@ -1,8 +1,7 @@
 //! `contend topo`: the machine's topology.
 
-use crate::exit::bad_input;
 use std::path::PathBuf;
-use topology::{FillOrder, Topology};
+use topology::FillOrder;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -26,24 +25,14 @@ pub struct Args {
     order: Option<FillOrder>,
 }
 
-/// Builds the topology the options ask for; shared by every command taking `--sysfs`/`--synthetic`.
-pub fn load(sysfs: Option<&PathBuf>, synthetic: Option<&str>) -> anyhow::Result<Topology> {
-    match (sysfs, synthetic) {
-        (Some(root), _) => Topology::from_root(root).map_err(|e| bad_input(e.to_string())),
-        (None, Some(spec)) => Topology::synthetic(spec).map_err(|e| bad_input(e.to_string())),
-        // Not the user's input: this machine could not be read (exit 1).
-        (None, None) => Ok(Topology::live()?),
-    }
-}
-
 pub fn run(args: Args) -> anyhow::Result<()> {
     if args.help_synthetic {
         println!("{}", topology::SYNTHETIC_GRAMMAR);
         return Ok(());
     }
-    let t = load(args.sysfs.as_ref(), args.synthetic.as_deref())?;
+    let t = crate::args::topology(args.sysfs.as_deref(), args.synthetic.as_deref())?;
     for note in &t.notes {
-        eprintln!("contend: note: {note}");
+        crate::ui::note(note);
     }
     if let Some(order) = args.order {
         let cpus = t.fill_order(order);

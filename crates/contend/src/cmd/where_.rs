@@ -60,7 +60,9 @@ fn to_anyhow(e: ProcError) -> anyhow::Error {
 fn attach(pid: u32) -> anyhow::Result<Process> {
     match Process::attach(pid) {
         Err(ProcError::IsThread { tid, pid }) => {
-            eprintln!("contend: note: {tid} is a thread of process {pid}; showing process {pid}");
+            crate::ui::note(format_args!(
+                "{tid} is a thread of process {pid}; showing process {pid}"
+            ));
             Process::attach(pid).map_err(to_anyhow)
         }
         other => other.map_err(to_anyhow),
@@ -110,7 +112,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let topo = match Topology::live() {
         Ok(t) => Some(t),
         Err(e) => {
-            eprintln!("contend: note: no topology ({e}); NUMA nodes are shown as n/a");
+            crate::ui::note(format_args!(
+                "no topology ({e}); NUMA nodes are shown as n/a"
+            ));
             None
         }
     };
@@ -120,7 +124,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let snapshot = match take_snapshot(&mut process, topo.as_ref(), args.threads_only) {
             Ok(s) => s,
             Err(ProcError::Exited { pid }) if shown => {
-                eprintln!("contend: process {pid} exited");
+                crate::ui::status(format_args!("process {pid} exited"));
                 return Ok(());
             }
             Err(e) => return Err(to_anyhow(e)),

@@ -2,13 +2,15 @@
 //! it can before anything runs (bad input exits 2), calls `crates/bench` and renders with
 //! `report::bench_*`.
 
-use super::{bench_ctx, bench_mem, bench_numa};
+mod ctx;
+mod mem;
+mod numa;
+
 use crate::exit::bad_input;
 use bench::atomic::{AtomicOptions, AtomicReport};
 use bench::latency::{LatencyOptions, Mode};
 use bench::patterns::{self, Pattern};
 use bench::{placement, Op};
-use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
 use topology::{CpuSet, Topology};
 
@@ -37,28 +39,28 @@ enum Bench {
     ///
     /// Example: `contend bench ctx 2 4 8 16`, `contend bench ctx --cpus 0 -s 0,64 2 4 8
     /// --format lmbench`, `contend bench ctx --threads --cpus 0,1 --svg ctx.svg 2 4`.
-    Ctx(bench_ctx::Args),
+    Ctx(ctx::Args),
     /// Memory bandwidth and memory contention: STREAM (`stream`) and the thesis's memory
     /// contention generator (`generate`).
     ///
     /// Example: `contend bench mem stream`, `contend bench mem stream --nt --cpus 0,1`,
     /// `contend bench mem generate --cpus 1 --rate 1 --duration 10`.
-    Mem(bench_mem::Args),
+    Mem(mem::Args),
     /// NUMA placement, the AUTONUMA benchmarks (numa01, numa01-thread-alloc, numa02,
     /// numa02-smt, overcommit) under the policies default, bind, reverse-bind and interleave:
     /// elapsed seconds, lower is better.
     ///
     /// Example: `contend bench numa`, `contend bench numa numa01,numa02 --policy default,bind`.
-    Numa(bench_numa::Args),
+    Numa(numa::Args),
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args.command {
         Bench::Atomic(a) => run_atomic(a),
         Bench::Latency(a) => run_latency(a),
-        Bench::Ctx(a) => bench_ctx::run(a),
-        Bench::Mem(a) => bench_mem::run(a),
-        Bench::Numa(a) => bench_numa::run(a),
+        Bench::Ctx(a) => ctx::run(a),
+        Bench::Mem(a) => mem::run(a),
+        Bench::Numa(a) => numa::run(a),
     }
 }
 
@@ -115,7 +117,7 @@ fn refuse(mut problems: Vec<String>) -> anyhow::Result<()> {
         None => Ok(()),
         Some(last) => {
             for p in problems {
-                eprintln!("contend: error: {p}");
+                crate::ui::error(p);
             }
             Err(bad_input(last))
         }
@@ -139,31 +141,19 @@ fn usable_cpus(
             let usable = t.online.intersection(&allowed);
             let left_out = t.online.difference(&allowed);
             if !left_out.is_empty() {
-                eprintln!(
-                    "contend: note: CPU(s) {} are outside this process's affinity mask and are left out",
+                crate::ui::note(format_args!(
+                    "CPU(s) {} are outside this process's affinity mask and are left out",
                     left_out.to_list()
-                );
+                ));
             }
             usable
         }
     })
 }
 
-fn progress_bar(total: usize, unit: &str) -> ProgressBar {
-    // indicatif draws on stderr only when it is a terminal.
-    let bar = ProgressBar::new(total as u64);
-    bar.set_style(
-        ProgressStyle::with_template(&format!(
-            "{{spinner}} [{{elapsed_precise}}] {{bar:30}} {{pos}}/{{len}} {unit}"
-        ))
-        .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    bar
-}
-
 fn run_atomic(a: AtomicArgs) -> anyhow::Result<()> {
     let described = a.sysfs.is_some() || a.synthetic.is_some();
-    let t = super::topo::load(a.sysfs.as_ref(), a.synthetic.as_deref())?;
+    let t = crate::args::topology(a.sysfs.as_deref(), a.synthetic.as_deref())?;
     if a.load == Pattern::One && a.cpus.is_none() {
         return Err(bad_input("--load one runs on the --cpus list: give --cpus"));
     }
@@ -190,7 +180,7 @@ fn run_atomic(a: AtomicArgs) -> anyhow::Result<()> {
     refuse(problems)?;
     let plan = patterns::plan(&t, a.load, &usable).map_err(bad_input)?;
     for note in &plan.notes {
-        eprintln!("contend: note: {note}");
+        crate::ui::note(note);
     }
     if described {
         return print_plan(&plan, &a);
@@ -204,12 +194,12 @@ fn run_atomic(a: AtomicArgs) -> anyhow::Result<()> {
         memory_node: a.memory_node,
     };
     let total = plan.steps.len() * a.op.len() * a.repeat as usize;
-    let bar = progress_bar(total, "step runs");
+    let bar = crate::ui::progress_bar(total as u64, "step runs");
     let report = bench::atomic::run(&plan, &a.op, options, |p| bar.set_position(p.done as u64));
     bar.finish_and_clear();
     let report = report?;
     for note in report.notes.iter().skip(plan.notes.len()) {
-        eprintln!("contend: note: {note}");
+        crate::ui::note(note);
     }
     write_atomic(&report, &a)
 }
@@ -225,14 +215,14 @@ fn write_atomic(r: &AtomicReport, a: &AtomicArgs) -> anyhow::Result<()> {
     if let Some(path) = &a.svg {
         std::fs::write(path, report::bench_atomic::svg(r))
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
-        eprintln!("contend: note: plot written to {}", path.display());
+        crate::ui::note(format_args!("plot written to {}", path.display()));
     }
     Ok(())
 }
 
 /// The steps of a pattern on a described machine, without measurements.
 fn print_plan(plan: &patterns::Plan, a: &AtomicArgs) -> anyhow::Result<()> {
-    eprintln!("contend: note: a described machine: showing the plan, nothing is measured");
+    crate::ui::note("a described machine: showing the plan, nothing is measured");
     if a.json {
         println!("{}", serde_json::to_string_pretty(plan)?);
         return Ok(());
@@ -307,7 +297,7 @@ fn run_latency(a: LatencyArgs) -> anyhow::Result<()> {
         warmup_samples: a.warmup_samples,
     };
     let pairs = cpus.len() * (cpus.len() - 1) / 2;
-    let bar = progress_bar(pairs, "pairs");
+    let bar = crate::ui::progress_bar(pairs as u64, "pairs");
     let r = bench::latency::matrix(places, options, |done, _| bar.set_position(done as u64));
     bar.finish_and_clear();
     let r = r?;
@@ -321,7 +311,7 @@ fn run_latency(a: LatencyArgs) -> anyhow::Result<()> {
     if let Some(path) = &a.svg {
         std::fs::write(path, report::bench_latency::svg(&r))
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
-        eprintln!("contend: note: heat map written to {}", path.display());
+        crate::ui::note(format_args!("heat map written to {}", path.display()));
     }
     Ok(())
 }

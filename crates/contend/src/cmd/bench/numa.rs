@@ -4,7 +4,6 @@
 use crate::exit::bad_input;
 use analysis::stats::Spread;
 use bench::numa::{self, Bench, Policy};
-use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
 #[derive(clap::Args)]
@@ -22,7 +21,7 @@ pub struct Args {
     policy: Vec<String>,
     /// Bytes of memory per process (numa01: the shared buffer; numa02: split among threads);
     /// suffixes K, M, G. Default: 1/8 of the available memory, at most 256 MiB.
-    #[arg(long, value_name = "BYTES", value_parser = super::bench_mem::parse_bytes)]
+    #[arg(long, value_name = "BYTES", value_parser = crate::args::parse_bytes)]
     size: Option<u64>,
     /// Times each thread writes its memory in one run.
     #[arg(long, value_name = "N", default_value_t = 5)]
@@ -100,7 +99,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.repeat == 0 || args.loops == 0 {
         return Err(bad_input("--repeat and --loops must be at least 1"));
     }
-    let avail = super::bench_mem::mem_available();
+    let avail = bench::mem::available_bytes();
     let bytes = match args.size {
         Some(b) => b,
         None => avail.map_or(256 << 20, |a| (a / 8).min(256 << 20)),
@@ -133,16 +132,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "automatic NUMA balancing (kernel.numa_balancing): {balancing}"
     ));
     for n in &notes {
-        eprintln!("contend: note: {n}");
+        crate::ui::note(n);
     }
     let total = (benches.len() * policies.len()) as u64 * u64::from(args.repeat);
-    let bar = ProgressBar::with_draw_target(Some(total), indicatif::ProgressDrawTarget::stderr());
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} runs  {msg}",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
+    let bar = crate::ui::progress_bar(total, "runs");
     let mut cells = Vec::new();
     for &b in &benches {
         for &p in &policies {

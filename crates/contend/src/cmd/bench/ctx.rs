@@ -3,7 +3,6 @@
 
 use crate::exit::bad_input;
 use bench::ctx::{self, Config};
-use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
 use std::time::Duration;
 use topology::CpuSet;
@@ -68,14 +67,6 @@ pub struct Args {
     /// Ring sizes (members per ring), e.g. `2 4 8 16 20`.
     #[arg(required = true, value_name = "PROCS")]
     procs: Vec<u32>,
-}
-
-/// `MemAvailable` from /proc/meminfo, KiB.
-fn mem_available_kib() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("MemAvailable:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
 fn read_number(path: &str) -> Option<u64> {
@@ -171,7 +162,7 @@ fn checks(args: &Args, machine: &topology::Topology) -> anyhow::Result<Option<Ve
         }
     }
     let max_size = u64::from(*args.sizes.iter().max().unwrap_or(&0));
-    if let Some(avail) = mem_available_kib() {
+    if let Some(avail) = bench::mem::available_bytes().map(|b| b / 1024) {
         let need = max_size * (members + 1);
         if need > avail / 10 * 9 {
             return Err(bad_input(format!(
@@ -201,9 +192,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         args.parallel,
     );
     for n in &notes {
-        eprintln!("contend: note: {n}");
+        crate::ui::note(n);
     }
-    eprintln!("contend: ring {placement}");
+    crate::ui::status(format_args!("ring {placement}"));
     let cfg = Config {
         procs: args.procs.clone(),
         sizes_kib: args.sizes.clone(),
@@ -214,14 +205,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         cpus,
         rep_time: Duration::from_millis(args.rep_ms),
     };
-    let bar =
-        ProgressBar::with_draw_target(Some(cfg.steps()), indicatif::ProgressDrawTarget::stderr());
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} repetitions  {msg}",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
+    let bar = crate::ui::progress_bar(cfg.steps(), "repetitions");
     let result = ctx::run(&cfg, &mut |msg: &str| {
         bar.set_message(msg.to_string());
         bar.inc(1);
@@ -230,7 +214,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // A ring that broke or could not be built is a failed measurement (exit 1).
     let mut result = result.map_err(|e| anyhow::anyhow!("{e}"))?;
     for n in &result.notes {
-        eprintln!("contend: note: {n}");
+        crate::ui::note(n);
     }
     result.placement = placement;
     notes.append(&mut result.notes);

@@ -3,7 +3,6 @@
 
 use crate::exit::bad_input;
 use bench::mem::{self, GenerateConfig, StreamConfig};
-use indicatif::{ProgressBar, ProgressStyle};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use topology::CpuSet;
@@ -40,7 +39,7 @@ struct StreamArgs {
     cpus: Option<String>,
     /// Bytes per array (each of the three); suffixes K, M, G (binary). Default: 4 × the sum
     /// of the last-level caches, at least 64 MiB.
-    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    #[arg(long, value_name = "BYTES", value_parser = crate::args::parse_bytes)]
     size: Option<u64>,
     /// Store with explicit non-temporal stores (x86-64 movntpd), bypassing the caches.
     #[arg(long)]
@@ -67,44 +66,11 @@ struct GenerateArgs {
     duration: Option<f64>,
     /// Each thread's buffers (source and destination, each), bytes; suffixes K, M, G.
     /// Default: 2 × the sum of the last-level caches, at least 64 MiB.
-    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    #[arg(long, value_name = "BYTES", value_parser = crate::args::parse_bytes)]
     size: Option<u64>,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
-}
-
-/// `123`, `64K`, `256M`, `2G` (binary multiples).
-pub fn parse_bytes(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let (num, mult) = match t.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => {
-            let m = match c.to_ascii_uppercase() {
-                'K' => 1u64 << 10,
-                'M' => 1 << 20,
-                'G' => 1 << 30,
-                'B' => 1,
-                _ => return Err(format!("`{s}`: use bytes with K, M or G")),
-            };
-            (&t[..i], m)
-        }
-        _ => (t, 1),
-    };
-    let v: u64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{s}` is not a size in bytes (e.g. 256M)"))?;
-    v.checked_mul(mult)
-        .filter(|&b| b > 0)
-        .ok_or_else(|| format!("`{s}`: give a size above 0"))
-}
-
-pub fn mem_available() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("MemAvailable:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map(|k| k * 1024)
 }
 
 /// The user's CPU list checked against the online CPUs and the affinity mask; `None` when
@@ -131,7 +97,7 @@ fn cpus_of(text: Option<&str>, machine: &topology::Topology) -> anyhow::Result<O
 }
 
 fn check_memory(bytes: u64, what: &str) -> anyhow::Result<()> {
-    if let Some(avail) = mem_available() {
+    if let Some(avail) = bench::mem::available_bytes() {
         if bytes > avail / 10 * 9 {
             return Err(bad_input(format!(
                 "{what}: {} MiB needed, more than the memory available ({} MiB)",
@@ -141,17 +107,6 @@ fn check_memory(bytes: u64, what: &str) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-fn bar(len: u64, unit: &str) -> ProgressBar {
-    let bar = ProgressBar::with_draw_target(Some(len), indicatif::ProgressDrawTarget::stderr());
-    bar.set_style(
-        ProgressStyle::with_template(&format!(
-            "{{spinner}} [{{elapsed_precise}}] {{bar:30}} {{pos}}/{{len}} {unit}  {{msg}}"
-        ))
-        .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    bar
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -201,7 +156,7 @@ fn stream(args: StreamArgs) -> anyhow::Result<()> {
     };
     check_memory(3 * bytes, "--size (three arrays)")?;
     let elements = (bytes / 8) as usize;
-    let bar = bar(u64::from(args.ntimes) * 4, "kernel runs");
+    let bar = crate::ui::progress_bar(u64::from(args.ntimes) * 4, "kernel runs");
     let cfg = StreamConfig {
         elements,
         cpus: placed,
@@ -215,7 +170,7 @@ fn stream(args: StreamArgs) -> anyhow::Result<()> {
     bar.finish_and_clear();
     let mut result = result.map_err(|e| anyhow::anyhow!("{e}"))?;
     for n in &notes {
-        eprintln!("contend: note: {n}");
+        crate::ui::note(n);
     }
     result.notes = notes;
     result.llc_total_bytes = llc.map(|l| l * 1024);
@@ -283,15 +238,15 @@ fn generate(args: GenerateArgs) -> anyhow::Result<()> {
         duration: args.duration.map(Duration::from_secs_f64),
         elements_per_thread: (bytes / 8) as usize,
     };
-    eprintln!(
-        "contend: generating memory traffic on CPU(s) {} ({}), {}",
+    crate::ui::status(format_args!(
+        "generating memory traffic on CPU(s) {} ({}), {}",
         CpuSet::list_in_order(&cpus),
         args.rate
             .map_or("flat out".to_string(), |r| format!("target {r} GB/s")),
         args.duration
             .map_or("until Ctrl-C".to_string(), |d| format!("for {d} s"))
-    );
-    let bar = bar(
+    ));
+    let bar = crate::ui::progress_bar(
         args.duration.map_or(0, |d| (d * 10.0).ceil() as u64),
         "× 0.1 s",
     );
@@ -307,17 +262,4 @@ fn generate(args: GenerateArgs) -> anyhow::Result<()> {
         print!("{}", report::bench_mem::render_generate(&result));
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn sizes_parse_with_binary_suffixes() {
-        assert_eq!(super::parse_bytes("256M"), Ok(256 << 20));
-        assert_eq!(super::parse_bytes("64k"), Ok(64 << 10));
-        assert_eq!(super::parse_bytes("1000"), Ok(1000));
-        assert!(super::parse_bytes("0").is_err());
-        assert!(super::parse_bytes("12X").is_err());
-        assert!(super::parse_bytes("99999999999G").is_err());
-    }
 }

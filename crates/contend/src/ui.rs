@@ -1,0 +1,42 @@
+//! How contend talks on stderr: one prefix for every notice, warning and status line, and one
+//! progress bar. Results go to stdout; everything here goes to stderr, so `--json` and piped
+//! output stay clean.
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::fmt::Display;
+
+/// Something the user should know about the result (`contend: note: …`): a measurement left
+/// out, a fallback taken, a file that was skipped.
+pub fn note(msg: impl Display) {
+    eprintln!("contend: note: {msg}");
+}
+
+/// Something that may make the result wrong (`contend: warning: …`).
+#[allow(dead_code)] // TEMP until the record commands use it
+pub fn warning(msg: impl Display) {
+    eprintln!("contend: warning: {msg}");
+}
+
+/// What contend is doing or has done (`contend: wrote …`, `contend: recording …`).
+pub fn status(msg: impl Display) {
+    eprintln!("contend: {msg}");
+}
+
+/// One error line (`contend: error: …`), for errors reported before the command fails.
+pub fn error(msg: impl Display) {
+    eprintln!("contend: error: {msg}");
+}
+
+/// A progress bar of `len` steps of `unit` ("runs", "repetitions"), with room for a message.
+/// It draws on stderr and only when stderr is a terminal (indicatif checks), so logs and CI
+/// output stay free of control sequences.
+pub fn progress_bar(len: u64, unit: &str) -> ProgressBar {
+    let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
+    bar.set_style(
+        ProgressStyle::with_template(&format!(
+            "{{spinner}} [{{elapsed_precise}}] {{bar:30}} {{pos}}/{{len}} {unit}  {{msg}}"
+        ))
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar
+}
