@@ -1,0 +1,128 @@
+//! The JSON form of the model (`contend report --json`): each section's own serde form, with
+//! the names of the addresses it exposes put beside them so that the JSON stands alone (a
+//! script reading it need not resolve anything), and `schema_version` at the top.
+
+use crate::{Run, SCHEMA_VERSION};
+use serde::Serialize;
+use serde_json::Value;
+
+/// `inner` with `schema_version` before its own keys, in their order.
+#[derive(Serialize)]
+pub(crate) struct Versioned<'a, T: Serialize + ?Sized> {
+    pub schema_version: u32,
+    #[serde(flatten)]
+    pub inner: &'a T,
+}
+
+impl<'a, T: Serialize + ?Sized> Versioned<'a, T> {
+    pub fn new(inner: &'a T) -> Self {
+        Versioned {
+            schema_version: SCHEMA_VERSION,
+            inner,
+        }
+    }
+}
+
+/// `value`'s JSON with `schema_version` at its top level.
+pub(crate) fn with_schema_version<T: Serialize + ?Sized>(
+    value: &T,
+) -> Result<Value, serde_json::Error> {
+    let mut v = serde_json::to_value(value)?;
+    if let Value::Object(map) = &mut v {
+        map.insert("schema_version".into(), SCHEMA_VERSION.into());
+    }
+    Ok(v)
+}
+
+impl Serialize for Run {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.to_value()
+            .map_err(serde::ser::Error::custom)?
+            .serialize(s)
+    }
+}
+
+impl Run {
+    fn to_value(&self) -> Result<Value, serde_json::Error> {
+        let mut v = with_schema_version(&self.summary)?;
+        if let Some(a) = &self.activity {
+            v["activity"] = serde_json::to_value(&a.view)?;
+        }
+        if let Some(l) = &self.locks {
+            v["locks"] = locks_value(l)?;
+        }
+        if let Some(m) = &self.mpi {
+            v["mpi"] = mpi_value(m)?;
+        }
+        if let Some(s) = &self.sharing {
+            v["sharing"] = serde_json::to_value(s)?;
+        }
+        Ok(v)
+    }
+}
+
+/// The lock report, each lock with its name (the global, or the heap block and its
+/// allocation) and each call site with its function and `file:line`.
+fn locks_value(l: &crate::locks::Locks) -> Result<Value, serde_json::Error> {
+    let r = &l.report;
+    let mut v = serde_json::to_value(r)?;
+    let Some(list) = v.get_mut("locks").and_then(Value::as_array_mut) else {
+        return Ok(v);
+    };
+    for (entry, lock) in list.iter_mut().zip(&r.locks) {
+        if let Some(name) = l.naming.locks.get(&lock.lock) {
+            entry["lock"]["name"] = name.clone().into();
+        }
+        if let Some(a) = l.naming.allocations.get(&lock.lock) {
+            entry["lock"]["allocation"] = serde_json::to_value(a)?;
+        }
+        let Some(rows) = entry.get_mut("sites").and_then(Value::as_array_mut) else {
+            continue;
+        };
+        for (row, site) in rows.iter_mut().zip(&lock.sites) {
+            let named = site.site.and_then(|s| l.sites.get(&s));
+            if let (Some(named), Value::Object(row)) = (named, row) {
+                if let Value::Object(names) = serde_json::to_value(named)? {
+                    row.extend(names);
+                }
+            }
+        }
+    }
+    Ok(v)
+}
+
+/// The MPI analysis with its site names, and a name for each call site row (`MPI_Recv at main
+/// (app.c:42)`), which `contend diff` matches rows by: site ids are only indices into this
+/// run's names.
+fn mpi_value(m: &crate::mpi::Mpi) -> Result<Value, serde_json::Error> {
+    let names = &m.site_names;
+    let mut v = serde_json::to_value(&m.run)?;
+    v["site_names"] = serde_json::to_value(names)?;
+    let site_name = |v: &Value| {
+        v.as_u64()
+            .and_then(|i| names.get(i as usize))
+            .cloned()
+            .unwrap_or_else(|| "(unknown site)".into())
+    };
+    if let Some(calls) = v["calls"].as_array_mut() {
+        for c in calls {
+            c["name"] = format!(
+                "{} at {}",
+                c["function"].as_str().unwrap_or("?"),
+                site_name(&c["site"])
+            )
+            .into();
+        }
+    }
+    if let Some(sites) = v["waits"]["sites"].as_array_mut() {
+        for w in sites {
+            w["name"] = format!(
+                "{} at {}",
+                w["pattern"].as_str().unwrap_or("?"),
+                site_name(&w["site"])
+            )
+            .into();
+        }
+    }
+    Ok(v)
+}
