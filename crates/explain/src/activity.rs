@@ -50,7 +50,9 @@ pub(crate) fn sampler_threads(
     let mut threads = Vec::new();
     let mut states = Vec::new();
     for (file, mapped) in streams.iter().filter(|(f, _)| is_sampler_stream(f)) {
-        let stream = mapped.parse().map_err(|e| damaged(format!("{file}: {e}")))?;
+        let stream = mapped
+            .parse()
+            .map_err(|e| damaged(format!("{file}: {e}")))?;
         let name = meta
             .streams
             .iter()

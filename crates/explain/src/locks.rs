@@ -39,7 +39,9 @@ pub(crate) fn lock_report(
     });
     for (file, mapped) in lock_streams {
         // Already validated when opened; a second parse of a mapped file costs a few ns per event.
-        let stream = mapped.parse().map_err(|e| damaged(format!("{file}: {e}")))?;
+        let stream = mapped
+            .parse()
+            .map_err(|e| damaged(format!("{file}: {e}")))?;
         let name = meta
             .streams
             .iter()

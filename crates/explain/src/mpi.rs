@@ -25,10 +25,16 @@ pub(crate) fn mpi(
 ) -> Result<Option<Mpi>, Error> {
     let mut dirs = vec![run.to_path_buf()];
     dirs.extend(options.mpi_from.iter().cloned());
-    Ok(load(&dirs, options.mpi_job, notices)?.map(|(ranks, site_names)| Mpi {
-        run: analysis::mpi::analyse(&ranks, options.mpi_thresholds),
-        site_names,
+    Ok(load(&dirs, options.mpi_job, notices)?.map(|job| Mpi {
+        run: analysis::mpi::analyse(&job.ranks, options.mpi_thresholds),
+        site_names: job.names,
     }))
+}
+
+/// One MPI job's rank traces, decoded; call-site ids index `names`.
+struct Job {
+    ranks: Vec<RankInput>,
+    names: Vec<String>,
 }
 
 /// `streams/rank-R.cst` or `streams/rank-R.N.cst`.
@@ -45,7 +51,7 @@ fn load(
     dirs: &[PathBuf],
     job: Option<u32>,
     notices: &mut Vec<Notice>,
-) -> Result<Option<(Vec<RankInput>, Vec<String>)>, Error> {
+) -> Result<Option<Job>, Error> {
     // job -> rank -> file
     let mut jobs: BTreeMap<u32, BTreeMap<u32, PathBuf>> = BTreeMap::new();
     for dir in dirs {
@@ -160,7 +166,7 @@ fn load(
         input.items = items;
         ranks.push(input);
     }
-    Ok(Some((ranks, names)))
+    Ok(Some(Job { ranks, names }))
 }
 
 fn rank_symbolizer(maps_dir: &Path, rank: u32, job: u32) -> Option<symbolize::Symbolizer> {

@@ -19,8 +19,8 @@ pub fn is_scale_dir(dir: &Path) -> bool {
 /// Reads `dir/scale.json`.
 pub fn load(dir: &Path) -> Result<ScaleResult, Error> {
     let path = dir.join(SCALE_FILE);
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| damaged(format!("{}: {e}", path.display())))?;
+    let text =
+        std::fs::read_to_string(&path).map_err(|e| damaged(format!("{}: {e}", path.display())))?;
     serde_json::from_str(&text).map_err(|e| {
         damaged(format!(
             "{}: not a scale.json this contend can read: {e}",
@@ -109,40 +109,40 @@ impl ScaleResult {
     /// The renderer's view (report::scale takes plain values, not this crate's types).
     pub fn view(&self) -> report::scale::ScaleView<'_> {
         let r = self;
-    report::scale::ScaleView {
-        command: &r.command,
-        repeat: r.repeat,
-        unit: r.unit,
-        configurations: r
-            .configurations
-            .iter()
-            .map(|c| report::scale::ConfigurationRow {
-                threads: c.threads,
-                cores: c.cores,
-                cpus: &c.cpus,
-                elapsed_ns: c.elapsed_ns,
-                work: c.work,
-                active_threads: c.active_threads,
-                waiting_threads: c.waiting_threads,
-                modelled_active_threads: c.modelled_active_threads,
-            })
-            .collect(),
-        models: r
-            .thread_counts
-            .iter()
-            .flat_map(|t| t.models.iter())
-            .collect(),
-        queues: r
-            .thread_counts
-            .iter()
-            .filter_map(|t| t.memory_queue.as_ref().map(|q| (t.threads, q)))
-            .collect(),
-        missing: r
-            .thread_counts
-            .iter()
-            .flat_map(|t| t.missing.iter().map(String::as_str))
-            .collect(),
-        notes: r.notes.iter().map(String::as_str).collect(),
+        report::scale::ScaleView {
+            command: &r.command,
+            repeat: r.repeat,
+            unit: r.unit,
+            configurations: r
+                .configurations
+                .iter()
+                .map(|c| report::scale::ConfigurationRow {
+                    threads: c.threads,
+                    cores: c.cores,
+                    cpus: &c.cpus,
+                    elapsed_ns: c.elapsed_ns,
+                    work: c.work,
+                    active_threads: c.active_threads,
+                    waiting_threads: c.waiting_threads,
+                    modelled_active_threads: c.modelled_active_threads,
+                })
+                .collect(),
+            models: r
+                .thread_counts
+                .iter()
+                .flat_map(|t| t.models.iter())
+                .collect(),
+            queues: r
+                .thread_counts
+                .iter()
+                .filter_map(|t| t.memory_queue.as_ref().map(|q| (t.threads, q)))
+                .collect(),
+            missing: r
+                .thread_counts
+                .iter()
+                .flat_map(|t| t.missing.iter().map(String::as_str))
+                .collect(),
+            notes: r.notes.iter().map(String::as_str).collect(),
+        }
     }
-}
 }

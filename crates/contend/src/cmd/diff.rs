@@ -70,10 +70,12 @@ fn parse_json(text: &[u8], shown: &str) -> anyhow::Result<serde_json::Value> {
             "{shown}: not a JSON report (its top level is not an object); {EXPECTED}"
         )));
     }
-    let header = SavedHeader::deserialize(&v).map_err(|e| {
-        bad_input(format!("{shown}: not a JSON report ({e}); {EXPECTED}"))
-    })?;
-    if let Some(version) = header.schema_version.filter(|&v| v > explain::SCHEMA_VERSION) {
+    let header = SavedHeader::deserialize(&v)
+        .map_err(|e| bad_input(format!("{shown}: not a JSON report ({e}); {EXPECTED}")))?;
+    if let Some(version) = header
+        .schema_version
+        .filter(|&v| v > explain::SCHEMA_VERSION)
+    {
         return Err(bad_input(format!(
             "{shown}: a report of schema version {version}, newer than this contend reads ({})",
             explain::SCHEMA_VERSION

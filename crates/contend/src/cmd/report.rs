@@ -187,7 +187,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             println!();
             print!("{}", report::activity::render(&a.view, args.top_threads));
             if let Some(l) = &loaded.locks {
-                print!("{}", report::activity::blocked_explained(&a.view, &l.report));
+                print!(
+                    "{}",
+                    report::activity::blocked_explained(&a.view, &l.report)
+                );
             }
         }
         if let Some(l) = &loaded.locks {
@@ -282,7 +285,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     Ok(())
 }
-
 
 /// Creates an export file (or stdout for `-`), with the error naming the file.
 fn create(path: &std::path::Path) -> anyhow::Result<Box<dyn std::io::Write>> {
