@@ -95,31 +95,29 @@ fn locks_value(l: &crate::locks::Locks) -> Result<Value, serde_json::Error> {
 /// (app.c:42)`), which `contend diff` matches rows by: site ids are only indices into this
 /// run's names.
 fn mpi_value(m: &crate::mpi::Mpi) -> Result<Value, serde_json::Error> {
-    let names = &m.site_names;
-    let mut v = serde_json::to_value(&m.run)?;
-    v["site_names"] = serde_json::to_value(names)?;
-    let site_name = |v: &Value| {
-        v.as_u64()
-            .and_then(|i| names.get(i as usize))
-            .cloned()
-            .unwrap_or_else(|| "(unknown site)".into())
+    let site_name = |site: Option<u64>| {
+        site.and_then(|i| m.site_names.get(i as usize))
+            .map_or("(unknown site)", String::as_str)
     };
-    if let Some(calls) = v["calls"].as_array_mut() {
-        for c in calls {
-            c["name"] = format!(
-                "{} at {}",
-                c["function"].as_str().unwrap_or("?"),
-                site_name(&c["site"])
-            )
-            .into();
+    let mut v = serde_json::to_value(&m.run)?;
+    v["site_names"] = serde_json::to_value(&m.site_names)?;
+    if let Some(calls) = v.get_mut("calls").and_then(Value::as_array_mut) {
+        for (entry, call) in calls.iter_mut().zip(&m.run.calls) {
+            entry["name"] = format!("{} at {}", call.function, site_name(call.site)).into();
         }
     }
-    if let Some(sites) = v["waits"]["sites"].as_array_mut() {
-        for w in sites {
-            w["name"] = format!(
+    let sites = v
+        .get_mut("waits")
+        .and_then(|w| w.get_mut("sites"))
+        .and_then(Value::as_array_mut);
+    if let Some(sites) = sites {
+        for (entry, w) in sites.iter_mut().zip(&m.run.waits.sites) {
+            // The pattern as the JSON spells it (`late-sender`).
+            let pattern = serde_json::to_value(w.pattern)?;
+            entry["name"] = format!(
                 "{} at {}",
-                w["pattern"].as_str().unwrap_or("?"),
-                site_name(&w["site"])
+                pattern.as_str().unwrap_or("?"),
+                site_name(w.site)
             )
             .into();
         }

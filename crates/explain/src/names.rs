@@ -35,6 +35,21 @@ impl CallSite {
             .or(frames.first())
             .copied();
         let (function, file, line) = chosen.unwrap_or((None, None, None));
+        CallSite::from_parts(f, function, file, line)
+    }
+
+    /// The innermost frame of `f`, wrappers included (a memory access is named where it is,
+    /// even inside a library's inline function).
+    pub fn innermost(f: &symbolize::Frame) -> CallSite {
+        CallSite::from_parts(f, f.function.as_deref(), f.file.as_deref(), f.line)
+    }
+
+    fn from_parts(
+        f: &symbolize::Frame,
+        function: Option<&str>,
+        file: Option<&str>,
+        line: Option<u32>,
+    ) -> CallSite {
         let location = match (file, line) {
             (Some(file), Some(line)) => Some(format!("{}:{line}", base_name(file))),
             _ => None,

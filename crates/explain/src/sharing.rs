@@ -4,6 +4,7 @@
 //! measured from the run's sampler streams.
 
 use crate::error::{damaged, Error};
+use crate::names::CallSite;
 use crate::Notice;
 use analysis::concurrency::Concurrency;
 use analysis::sharing::SharingReport;
@@ -271,18 +272,10 @@ fn name_process(
                 Some(sym) => {
                     // The hook's return address: the access is the call just before it.
                     let f = sym.resolve_call_site(a.pc);
+                    let site = CallSite::innermost(&f);
                     CodeName {
-                        symbol: f.function.clone().unwrap_or_else(|| f.to_string()),
-                        source: match (&f.file, f.line) {
-                            (Some(file), Some(n)) => Some(format!(
-                                "{}:{n}",
-                                Path::new(file).file_name().map_or_else(
-                                    || file.clone(),
-                                    |b| b.to_string_lossy().into_owned()
-                                )
-                            )),
-                            _ => None,
-                        },
+                        symbol: site.function.unwrap_or_else(|| f.to_string()),
+                        source: site.location,
                     }
                 }
                 None => CodeName {
