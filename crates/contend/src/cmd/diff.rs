@@ -121,14 +121,17 @@ fn load(path: &Path) -> anyhow::Result<serde_json::Value> {
         Err(e) => return Err(bad_input(format!("{shown}: {e}; {EXPECTED}"))),
     };
     if meta.is_dir() {
-        if path.join(trace::rundir::META_FILE).exists() || explain::scale::is_scale_dir(path) {
-            // The model `contend report DIR --json` prints, with its default options.
-            let explained = explain::open_any(path, &explain::Options::default())
+        if path.join(trace::rundir::META_FILE).exists() {
+            // The model `contend report RUN --json` prints, with its default options.
+            let run = explain::open(path, &explain::Options::default())
                 .map_err(|e| bad_input(e.to_string()))?;
-            for notice in explained.notices() {
+            for notice in &run.notices {
                 eprintln!("contend: note: {notice}");
             }
-            Ok(serde_json::to_value(&explained)?)
+            Ok(serde_json::to_value(&run)?)
+        } else if explain::scale::is_scale_dir(path) {
+            // Compared as saved, whatever contend version wrote it.
+            read_json_file(&path.join(explain::scale::SCALE_FILE))
         } else {
             Err(bad_input(format!(
                 "{shown}: a directory without meta.json or scale.json; {EXPECTED}"
