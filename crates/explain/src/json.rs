@@ -66,6 +66,17 @@ impl Run {
 fn locks_value(l: &crate::locks::Locks) -> Result<Value, serde_json::Error> {
     let r = &l.report;
     let mut v = serde_json::to_value(r)?;
+    // A condition variable's sites are a list of addresses: their names in a list beside it.
+    if let Some(list) = v.get_mut("conds").and_then(Value::as_array_mut) {
+        for (entry, cond) in list.iter_mut().zip(&r.conds) {
+            let named = cond
+                .sites
+                .iter()
+                .map(|&s| named_site(s, l.sites.get(&s)))
+                .collect::<Result<Vec<_>, _>>()?;
+            entry["call_sites"] = Value::Array(named);
+        }
+    }
     let Some(list) = v.get_mut("locks").and_then(Value::as_array_mut) else {
         return Ok(v);
     };
@@ -88,6 +99,19 @@ fn locks_value(l: &crate::locks::Locks) -> Result<Value, serde_json::Error> {
             }
         }
     }
+    Ok(v)
+}
+
+/// `{"site": address, "function": ..., "location": ...}` (the names when resolved).
+fn named_site(
+    address: u64,
+    site: Option<&crate::names::CallSite>,
+) -> Result<Value, serde_json::Error> {
+    let mut v = match site {
+        Some(site) => serde_json::to_value(site)?,
+        None => Value::Object(Default::default()),
+    };
+    v["site"] = address.into();
     Ok(v)
 }
 
@@ -123,4 +147,45 @@ fn mpi_value(m: &crate::mpi::Mpi) -> Result<Value, serde_json::Error> {
         }
     }
     Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::names::CallSite;
+
+    #[test]
+    fn a_condition_variables_sites_are_named_beside_their_addresses() {
+        let mut report = analysis::locks::analyze(
+            &analysis::locks::LockInput::default(),
+            &analysis::locks::Filter::default(),
+        );
+        report.conds.push(analysis::locks::CondStats {
+            pid: 1,
+            address: 0x5000,
+            waits: 3,
+            timeouts: 0,
+            wait_ns: 300,
+            max_wait_ns: 200,
+            sites: vec![0x10, 0x20],
+        });
+        let named = CallSite {
+            label: "wait_for_work (pool.c:12)".into(),
+            function: Some("wait_for_work".into()),
+            location: Some("pool.c:12".into()),
+        };
+        let locks = crate::locks::Locks {
+            report,
+            naming: report::locks::Naming::default(),
+            sites: [(0x10, named)].into_iter().collect(),
+        };
+        let v = locks_value(&locks).unwrap();
+        let sites = &v["conds"][0]["call_sites"];
+        assert_eq!(
+            sites[0],
+            serde_json::json!({"site": 0x10, "function": "wait_for_work", "location": "pool.c:12"})
+        );
+        // Unresolved: the address alone.
+        assert_eq!(sites[1], serde_json::json!({"site": 0x20}));
+    }
 }
