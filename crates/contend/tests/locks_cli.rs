@@ -229,6 +229,21 @@ fn planted_hold_is_found_with_its_call_site_and_amounts() {
         text.contains(&format!("{func} ({file_line})")),
         "site {func} ({file_line}) not in:\n{text}"
     );
+
+    // The JSON names the call site as the text does, beside its address (issue 17).
+    assert_eq!(func, "update_shared_counter");
+    assert!(file_line.starts_with("planted_hold.c:"), "{file_line}");
+    let site = hot["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["function"] == func)
+        .unwrap_or_else(|| panic!("no site named {func} in the JSON: {hot}"));
+    assert_eq!(site["location"], file_line.as_str(), "{site}");
+    assert!(
+        site["site"].is_u64(),
+        "the address stays beside the name: {site}"
+    );
 }
 
 /// Sampled mode records every contended acquisition and one in N of the others, weighting

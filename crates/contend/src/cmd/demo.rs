@@ -113,23 +113,16 @@ fn ms(ns: f64) -> String {
     format!("{:.1}", ns / 1e6)
 }
 
-/// Total lock wait and critical-path wait of a run, from `contend report --json`.
+/// Total lock wait and critical-path wait of a run, as `contend report` finds them.
 fn lock_waits(run_dir: &Path) -> anyhow::Result<(f64, f64)> {
-    let me = std::env::current_exe().context("finding the contend executable")?;
-    let out = Command::new(me)
-        .args(["report", "--json"])
-        .arg(run_dir)
-        .output()?;
-    if !out.status.success() {
-        bail!(
-            "`contend report` failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
-    let wait = v["locks"]["summary"]["wait_ns"].as_f64().unwrap_or(0.0);
-    let critical = v["locks"]["critical"]["wait_ns"].as_f64().unwrap_or(0.0);
-    Ok((wait, critical))
+    let run = explain::open(run_dir, &explain::Options::default())
+        .map_err(|e| anyhow::anyhow!("`contend report` failed: {e}"))?;
+    Ok(run.locks.as_ref().map_or((0.0, 0.0), |l| {
+        (
+            l.report.summary.wait_ns as f64,
+            l.report.critical.wait_ns as f64,
+        )
+    }))
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {

@@ -4,6 +4,7 @@
 
 use crate::exit::bad_input;
 use report::diff::{check, Bound, Diff, Finding};
+use serde::Deserialize;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -52,12 +53,32 @@ const EXPECTED: &str = "expected a run directory (with meta.json, or scale.json 
 /// JSON files larger than this are refused rather than read into memory.
 const MAX_JSON_BYTES: u64 = 1 << 30;
 
+/// What a saved report says of itself: its layout's version (absent before there was one).
+#[derive(serde::Deserialize)]
+struct SavedHeader {
+    schema_version: Option<u32>,
+}
+
+/// A saved report. Its metrics are compared by path whatever its sections (`report::diff`
+/// flattens every numeric leaf), so that reports of other versions and scale.json compare too;
+/// only a layout newer than this contend reads is refused.
 fn parse_json(text: &[u8], shown: &str) -> anyhow::Result<serde_json::Value> {
     let v: serde_json::Value = serde_json::from_slice(text)
         .map_err(|e| bad_input(format!("{shown}: not a JSON report ({e}); {EXPECTED}")))?;
     if !v.is_object() {
         return Err(bad_input(format!(
             "{shown}: not a JSON report (its top level is not an object); {EXPECTED}"
+        )));
+    }
+    let header = SavedHeader::deserialize(&v)
+        .map_err(|e| bad_input(format!("{shown}: not a JSON report ({e}); {EXPECTED}")))?;
+    if let Some(version) = header
+        .schema_version
+        .filter(|&v| v > explain::SCHEMA_VERSION)
+    {
+        return Err(bad_input(format!(
+            "{shown}: a report of schema version {version}, newer than this contend reads ({})",
+            explain::SCHEMA_VERSION
         )));
     }
     Ok(v)
@@ -101,9 +122,16 @@ fn load(path: &Path) -> anyhow::Result<serde_json::Value> {
     };
     if meta.is_dir() {
         if path.join(trace::rundir::META_FILE).exists() {
-            crate::cmd::report::json_of_run(path)
-        } else if path.join("scale.json").is_file() {
-            read_json_file(&path.join("scale.json"))
+            // The model `contend report RUN --json` prints, with its default options.
+            let run = explain::open(path, &explain::Options::default())
+                .map_err(|e| bad_input(e.to_string()))?;
+            for notice in &run.notices {
+                eprintln!("contend: note: {notice}");
+            }
+            Ok(serde_json::to_value(&run)?)
+        } else if explain::scale::is_scale_dir(path) {
+            // Compared as saved, whatever contend version wrote it.
+            read_json_file(&path.join(explain::scale::SCALE_FILE))
         } else {
             Err(bad_input(format!(
                 "{shown}: a directory without meta.json or scale.json; {EXPECTED}"

@@ -6,7 +6,6 @@ pub mod cc;
 pub mod demo;
 pub mod diff;
 pub mod interfere;
-pub mod mpi_runs;
 pub mod record;
 pub mod report;
 pub mod scale;

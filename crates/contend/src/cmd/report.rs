@@ -1,11 +1,11 @@
-//! `contend report [RUN]`: validates a run directory and explains it. For now the run summary
-//! (what was recorded, per stream); the lock, activity, MPI and sharing sections are added by
-//! the analyses that produce them.
+//! `contend report [RUN]`: the run explained (`explain::open`: the run summary, then the
+//! activity, locks, MPI and sharing sections the run has), rendered as text by the `report`
+//! crate or printed as the model's JSON; and the exports (Perfetto, pprof, folded stacks,
+//! histograms, the timeline and heat strips) written from the same model.
 
 use crate::exit::bad_input;
-use report::run_summary::{RunSummary, StreamSummary};
+use explain::Explained;
 use std::path::PathBuf;
-use trace::{RunDir, StreamFile};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -36,8 +36,8 @@ struct SharingArgs {
     #[arg(long, value_name = "N", default_value_t = 5)]
     sharing_top: usize,
     /// What one cross-thread cache-line transfer costs, for the estimated-cost column (ns).
-    #[arg(long, value_name = "NS", default_value_t = super::sharing::DEFAULT_TRANSFER_NS,
-          value_parser = super::sharing::parse_transfer_ns)]
+    #[arg(long, value_name = "NS", default_value_t = explain::DEFAULT_TRANSFER_NS,
+          value_parser = explain::sharing::parse_transfer_ns)]
     transfer_ns: f64,
     /// Write an SVG heat strip of each top shared line into this directory.
     #[arg(long, value_name = "DIR")]
@@ -138,300 +138,72 @@ fn parse_address(text: &str) -> Result<u64, String> {
     parsed.map_err(|_| format!("`{text}` is not an address (hex like 0x55d0c0a4b040, or decimal)"))
 }
 
-/// A run directory read, validated and analysed: what `report` renders and `diff` compares.
-struct Loaded {
-    meta: trace::Meta,
-    summary: RunSummary,
-    activity: Option<Activity>,
-    locks: Option<(analysis::locks::LockReport, report::locks::Naming)>,
-    mpi: Option<(analysis::mpi::MpiRun, report::mpi::SiteNames)>,
-    sharing: Option<super::sharing::Loaded>,
-}
-
-/// The report of a run directory as `contend report RUN --json` prints it (default options):
-/// what `contend diff` compares.
-pub fn json_of_run(run: &std::path::Path) -> anyhow::Result<serde_json::Value> {
-    #[derive(clap::Parser)]
-    struct Defaults {
-        #[command(flatten)]
-        args: Args,
-    }
-    let defaults = <Defaults as clap::Parser>::try_parse_from([
-        std::ffi::OsStr::new("report"),
-        run.as_os_str(),
-    ])?;
-    to_json(&load(&defaults.args)?)
-}
-
-fn load(args: &Args) -> anyhow::Result<Loaded> {
-    let (dir, meta) = RunDir::open(&args.run).map_err(|e| bad_input(e.to_string()))?;
-    let run_name = args.run.display().to_string();
-
-    // The streams meta.json lists, then any stream file it does not (a recorder that died
-    // before rewriting meta.json): every stream in the directory is read and validated.
-    let mut files: Vec<String> = Vec::new();
-    for s in &meta.streams {
-        if files.contains(&s.file) {
-            eprintln!(
-                "contend: note: meta.json lists {} twice; reading it once",
-                s.file
-            );
-        } else {
-            files.push(s.file.clone());
+impl Args {
+    /// The loader's options these arguments stand for.
+    fn options(&self) -> explain::Options {
+        explain::Options {
+            lock_filter: analysis::locks::Filter {
+                min_duration_ns: self.locks.min_duration,
+                max_duration_ns: self.locks.max_duration,
+                locks: self.locks.locks.clone(),
+                sites: self.locks.sites.clone(),
+                threads: self.locks.threads.clone(),
+            },
+            lock_sort: self.locks.sort,
+            mpi_thresholds: analysis::waitstates::Thresholds {
+                p2p_min_ns: self.mpi.mpi_p2p_threshold,
+                collective_min_ns: self.mpi.mpi_collective_threshold,
+                rendezvous_send_ns: self.mpi.mpi_rendezvous,
+            },
+            mpi_from: self.mpi.mpi_from.clone(),
+            mpi_job: self.mpi.mpi_job,
+            transfer_ns: self.sharing.transfer_ns,
         }
     }
-    for f in dir.stream_files().map_err(|e| bad_input(e.to_string()))? {
-        if !files.contains(&f) {
-            eprintln!("contend: note: {run_name}/{f} is not listed in meta.json; reading it too");
-            files.push(f);
-        }
-    }
-
-    let mut streams = Vec::with_capacity(files.len());
-    let mut mapped_streams = Vec::with_capacity(files.len());
-    for file in &files {
-        let path = dir.path().join(file);
-        let shown = format!("{run_name}/{file}");
-        if super::mpi_runs::is_rank_stream(file) && !path.exists() {
-            eprintln!("contend: note: {shown} is listed in meta.json but not there (moved, or written on another host): give the directory that holds it with --mpi-from");
-            continue;
-        }
-        // Only regular files: opening a FIFO or device planted in a run directory would block.
-        match std::fs::metadata(&path) {
-            Ok(m) if !m.is_file() => {
-                return Err(bad_input(format!("{shown}: not a regular file")));
-            }
-            _ => {}
-        }
-        let mapped = StreamFile::open(&path)
-            .map_err(|e| bad_input(format!("{shown}: cannot read the stream: {e}")))?;
-        let stream = mapped.parse().map_err(|e| {
-            bad_input(format!(
-                "{shown}: {e} (the stream is damaged; re-record the run)"
-            ))
-        })?;
-        if !stream.is_complete() {
-            eprintln!(
-                "contend: note: {shown} was not closed by its writer (killed, or still running): {} events read up to its last complete chunk",
-                stream.events
-            );
-        }
-        streams.push(StreamSummary::new(file, &stream));
-        drop(stream);
-        mapped_streams.push((file.clone(), mapped));
-    }
-    let summary = RunSummary::new(&run_name, &meta, streams);
-    if summary.events_dropped > 0 {
-        eprintln!(
-            "contend: note: {} events were dropped while recording (buffers full or disk too slow); results undercount them",
-            summary.events_dropped
-        );
-    }
-    let locks = if meta.captured.iter().any(|c| c == "locks") {
-        Some(lock_report(
-            dir.path(),
-            &meta,
-            &mapped_streams,
-            &args.locks,
-        )?)
-    } else {
-        None
-    };
-    let activity = if meta.captured.iter().any(|c| c == "schedstat") {
-        Some(activity(&meta, &mapped_streams)?)
-    } else {
-        None
-    };
-    let mut mpi_dirs = vec![args.run.clone()];
-    mpi_dirs.extend(args.mpi.mpi_from.iter().cloned());
-    let mpi = super::mpi_runs::load(&mpi_dirs, args.mpi.mpi_job)?.map(|(ranks, names)| {
-        let thresholds = analysis::waitstates::Thresholds {
-            p2p_min_ns: args.mpi.mpi_p2p_threshold,
-            collective_min_ns: args.mpi.mpi_collective_threshold,
-            rendezvous_send_ns: args.mpi.mpi_rendezvous,
-        };
-        (analysis::mpi::analyse(&ranks, thresholds), names)
-    });
-    if mpi.is_none() && meta.captured.iter().any(|c| c == "mpi") {
-        let refused = std::fs::read_dir(&args.run)
-            .map(|d| {
-                d.flatten()
-                    .filter(|e| e.file_name().to_string_lossy().starts_with("mpi-refused-"))
-                    .count()
-            })
-            .unwrap_or(0);
-        if refused > 0 {
-            eprintln!("contend: note: this run was recorded with --mpi but holds no rank traces: {refused} rank(s) refused the MPI wrapper, built for another MPI than the one they loaded (`unavailable` above says which)");
-        } else {
-            eprintln!("contend: note: this run was recorded with --mpi but holds no rank traces: the ranks did not call MPI_Init with the wrapper loaded (see the notes printed by contend record)");
-        }
-    }
-    let sharing = super::sharing::load(&args.run, args.sharing.transfer_ns)?;
-    if sharing.is_none() && meta.captured.iter().any(|c| c == "sharing") {
-        eprintln!("contend: note: this run was recorded for sharing but holds no results (sharing/*.json): the program was not built with `contend cc`, or did not exit normally");
-    }
-    Ok(Loaded {
-        meta,
-        summary,
-        activity,
-        locks,
-        mpi,
-        sharing,
-    })
-}
-
-/// Streams written by the sampler (`observe::sampler`), not the lock probe.
-pub(super) fn is_sampler_stream(file: &str) -> bool {
-    let name = file.rsplit('/').next().unwrap_or(file);
-    name.starts_with("sched-") || name == "system.cst"
-}
-
-/// The sampler's streams, decoded, and their view.
-struct Activity {
-    view: report::activity::ActivityView,
-    threads: Vec<analysis::service::ThreadSamples>,
-    states: Vec<(u32, Vec<trace::sched::StateChange>)>,
-    /// When the recording started (CLOCK_MONOTONIC ns), if meta.json says.
-    start: Option<u64>,
-}
-
-/// The service-time view of the sampler's streams.
-fn activity(meta: &trace::Meta, streams: &[(String, StreamFile)]) -> anyhow::Result<Activity> {
-    let (threads, states) = sampler_threads(meta, streams)?;
-    let start = meta.monotonic_span.map_or(0, |[a, _]| a);
-    let service = analysis::service::service(&threads, start);
-    Ok(Activity {
-        view: report::activity::ActivityView::new(service, meta),
-        threads,
-        states,
-        start: meta.monotonic_span.map(|[a, _]| a),
-    })
-}
-
-/// The sampler's streams among `streams`, decoded: each thread's samples, and the state
-/// changes of those the sched tracepoints followed (also for the sharing section's
-/// concurrency, `cmd::sharing`).
-pub(super) type SamplerThreads = (
-    Vec<analysis::service::ThreadSamples>,
-    Vec<(u32, Vec<trace::sched::StateChange>)>,
-);
-
-pub(super) fn sampler_threads(
-    meta: &trace::Meta,
-    streams: &[(String, StreamFile)],
-) -> anyhow::Result<SamplerThreads> {
-    let mut threads = Vec::new();
-    let mut states = Vec::new();
-    for (file, mapped) in streams.iter().filter(|(f, _)| is_sampler_stream(f)) {
-        let stream = mapped
-            .parse()
-            .map_err(|e| bad_input(format!("{file}: {e}")))?;
-        let name = meta
-            .streams
-            .iter()
-            .find(|s| &s.file == file)
-            .map(|s| s.name.clone())
-            .unwrap_or_default();
-        if let Some(t) = analysis::service::thread_samples(&stream, &name) {
-            threads.push(t);
-        }
-        let changes: Vec<trace::sched::StateChange> = stream
-            .events()
-            .filter_map(|r| trace::sched::StateChange::decode(&r))
-            .collect();
-        if !changes.is_empty() {
-            states.push((stream.header.tid, changes));
-        }
-    }
-    Ok((threads, states))
-}
-
-fn to_json(loaded: &Loaded) -> anyhow::Result<serde_json::Value> {
-    let mut v = serde_json::to_value(&loaded.summary)?;
-    if let Some(a) = &loaded.activity {
-        v["activity"] = serde_json::to_value(&a.view)?;
-    }
-    if let Some((r, naming)) = &loaded.locks {
-        v["locks"] = serde_json::to_value(r)?;
-        // Names next to the addresses: the global, or the heap block and its allocation.
-        if let Some(list) = v["locks"]["locks"].as_array_mut() {
-            for (entry, l) in list.iter_mut().zip(&r.locks) {
-                if let Some(name) = naming.locks.get(&l.lock) {
-                    entry["lock"]["name"] = name.clone().into();
-                }
-                if let Some(a) = naming.allocations.get(&l.lock) {
-                    entry["lock"]["allocation"] = serde_json::to_value(a)?;
-                }
-            }
-        }
-    }
-    if let Some((run, names)) = &loaded.mpi {
-        let mut m = serde_json::to_value(run)?;
-        m["site_names"] = serde_json::to_value(names)?;
-        // A name for each call site row (`MPI_Recv at main (app.c:42)`), which `contend diff`
-        // matches rows by: site ids are only indices into this run's names.
-        let site_name = |v: &serde_json::Value| {
-            v.as_u64()
-                .and_then(|i| names.get(i as usize))
-                .cloned()
-                .unwrap_or_else(|| "(unknown site)".into())
-        };
-        if let Some(calls) = m["calls"].as_array_mut() {
-            for c in calls {
-                c["name"] = format!(
-                    "{} at {}",
-                    c["function"].as_str().unwrap_or("?"),
-                    site_name(&c["site"])
-                )
-                .into();
-            }
-        }
-        if let Some(sites) = m["waits"]["sites"].as_array_mut() {
-            for w in sites {
-                w["name"] = format!(
-                    "{} at {}",
-                    w["pattern"].as_str().unwrap_or("?"),
-                    site_name(&w["site"])
-                )
-                .into();
-            }
-        }
-        v["mpi"] = m;
-    }
-    if let Some(s) = &loaded.sharing {
-        v["sharing"] = s.to_json()?;
-    }
-    Ok(v)
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    // A `contend scale` directory: its runs are run directories; itself, the model.
-    if !args.run.join(trace::rundir::META_FILE).exists() && args.run.join("scale.json").is_file() {
-        return super::scale::show_saved(&args.run, args.json);
+    let explained =
+        explain::open_any(&args.run, &args.options()).map_err(|e| bad_input(e.to_string()))?;
+    for notice in explained.notices() {
+        eprintln!("contend: note: {notice}");
     }
-    let loaded = load(&args)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&to_json(&loaded)?)?);
-    } else {
+        println!("{}", serde_json::to_string_pretty(&explained)?);
+    }
+    let loaded = match explained {
+        // A `contend scale` directory: its runs are run directories; itself, the model.
+        Explained::Scale(model) => {
+            if !args.json {
+                print!("{}", report::scale::render(&model.view()));
+            }
+            return Ok(());
+        }
+        Explained::Run(run) => run,
+    };
+    if !args.json {
         print!("{}", report::run_summary::render(&loaded.summary));
         if let Some(a) = &loaded.activity {
             println!();
             print!("{}", report::activity::render(&a.view, args.top_threads));
-            if let Some((r, _)) = &loaded.locks {
-                print!("{}", report::activity::blocked_explained(&a.view, r));
+            if let Some(l) = &loaded.locks {
+                print!(
+                    "{}",
+                    report::activity::blocked_explained(&a.view, &l.report)
+                );
             }
         }
-        if let Some((r, naming)) = &loaded.locks {
+        if let Some(l) = &loaded.locks {
             println!();
             let opts = report::locks::RenderOptions {
                 top: args.locks.top,
                 sites_per_lock: 5,
             };
-            print!("{}", report::locks::render(r, naming, &opts));
+            print!("{}", report::locks::render(&l.report, &l.naming, &opts));
         }
-        if let Some((run, names)) = &loaded.mpi {
+        if let Some(m) = &loaded.mpi {
             println!();
-            print!("{}", report::mpi::render(run, names));
+            print!("{}", report::mpi::render(&m.run, &m.site_names));
         }
         if let Some(s) = &loaded.sharing {
             println!();
@@ -449,7 +221,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     if let Some(dir) = &args.sharing.sharing_svg {
         match &loaded.sharing {
-            Some(s) => super::sharing::write_strips(s, dir, args.sharing.sharing_top)?,
+            Some(s) => write_strips(s, dir, args.sharing.sharing_top)?,
             None => eprintln!("contend: note: --sharing-svg: this run has no sharing results"),
         }
     }
@@ -479,14 +251,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let locks = loaded
             .locks
             .as_ref()
-            .map(|(r, naming)| report::lock_exports::timeline(r, naming, name));
+            .map(|l| report::lock_exports::timeline(&l.report, &l.naming, name));
         let activity = loaded.activity.as_ref().map(|a| {
             report::activity_exports::timeline_since(&a.threads, &a.states, name, a.start)
         });
         let mpi = loaded
             .mpi
             .as_ref()
-            .map(|(run, names)| report::mpi::timeline(run, names));
+            .map(|m| report::mpi::timeline(&m.run, &m.site_names));
         let timeline = [locks, activity, mpi]
             .into_iter()
             .flatten()
@@ -505,11 +277,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             path.display()
         );
     }
-    if let Some((r, naming)) = &loaded.locks {
-        for note in report::locks::unmatched_notes(r) {
+    if let Some(l) = &loaded.locks {
+        for note in report::locks::unmatched_notes(&l.report) {
             eprintln!("contend: note: {note}");
         }
-        write_lock_exports(r, naming, &args.locks)?;
+        write_lock_exports(&l.report, &l.naming, &args.locks)?;
     }
     Ok(())
 }
@@ -566,196 +338,24 @@ fn write_lock_exports(
     Ok(())
 }
 
-/// The lock analysis of the run's streams, and names for its addresses.
-fn lock_report(
-    run_dir: &std::path::Path,
-    meta: &trace::Meta,
-    streams: &[(String, StreamFile)],
-    args: &LockArgs,
-) -> anyhow::Result<(analysis::locks::LockReport, report::locks::Naming)> {
-    let clock = analysis::clock::Conversion::from_meta(&meta.clock);
-    let mut input = analysis::locks::LockInput::default();
-    // Only the lock probe's streams: the sampler's (`sched-*`, `system`) carry no lock events
-    // and count another clock.
-    let lock_streams = streams
-        .iter()
-        .filter(|(file, _)| !is_sampler_stream(file) && !super::mpi_runs::is_rank_stream(file));
-    for (file, mapped) in lock_streams {
-        // Already validated above; a second parse of a mapped file costs a few ns per event.
-        let stream = mapped
-            .parse()
-            .map_err(|e| bad_input(format!("{file}: {e}")))?;
-        let name = meta
-            .streams
-            .iter()
-            .find(|s| &s.file == file)
-            .map(|s| s.name.clone())
-            .unwrap_or_default();
-        input
-            .threads
-            .push(analysis::locks::thread_input(&stream, &clock, &name));
+/// `line-N.svg` for the top lines of the sharing section.
+fn write_strips(
+    sharing: &explain::sharing::Sharing,
+    dir: &std::path::Path,
+    top: usize,
+) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| bad_input(format!("cannot create {}: {e}", dir.display())))?;
+    let strips = sharing.strips(top);
+    for (name, svg) in &strips {
+        let path = dir.join(name);
+        std::fs::write(&path, svg)
+            .map_err(|e| bad_input(format!("cannot write {}: {e}", path.display())))?;
     }
-    input.span = meta.monotonic_span.map(|[a, b]| (a, b));
-    input.sample_every = meta.lock_sample_every.unwrap_or(1);
-    let filter = analysis::locks::Filter {
-        min_duration_ns: args.min_duration,
-        max_duration_ns: args.max_duration,
-        locks: args.locks.clone(),
-        sites: args.sites.clone(),
-        threads: args.threads.clone(),
-    };
-    let mut r = analysis::locks::analyze(&input, &filter);
-    report::locks::sort_locks(&mut r.locks, args.sort);
-    let homes = analysis::allocs::homes(&input);
-    let naming = name_addresses(run_dir, &r, &homes);
-    Ok((r, naming))
-}
-
-/// Frames of library code that a lock call comes through (`std::mutex::lock`, libstdc++'s
-/// `__gthread_mutex_lock`, anything compiled from a system header): the call site shown is
-/// the first frame outside them, i.e. the program's own line.
-fn is_wrapper(function: Option<&str>, file: Option<&str>) -> bool {
-    let f = function.unwrap_or("");
-    file.is_some_and(|p| p.starts_with("/usr/include/") || p.starts_with("/usr/lib/gcc/"))
-        || ["std::", "__gthread", "__glibcxx", "__gnu_cxx::"]
-            .iter()
-            .any(|prefix| f.starts_with(prefix))
-}
-
-fn base_name(file: &str) -> String {
-    std::path::Path::new(file)
-        .file_name()
-        .map(|b| b.to_string_lossy().into_owned())
-        .unwrap_or_else(|| file.to_string())
-}
-
-/// A call site as people read it: `function (file:line)` of the first frame, innermost first,
-/// that is not a library wrapper (the JSON keeps full frames); symbol+offset or module+offset
-/// where there is no line.
-pub(super) fn site_name(f: &symbolize::Frame) -> String {
-    let mut frames: Vec<(Option<&str>, Option<&str>, Option<u32>)> =
-        vec![(f.function.as_deref(), f.file.as_deref(), f.line)];
-    frames.extend(
-        f.inlined
-            .iter()
-            .map(|c| (c.function.as_deref(), c.file.as_deref(), c.line)),
+    eprintln!(
+        "contend: wrote {} heat strip(s) into {}",
+        strips.len(),
+        dir.display()
     );
-    let chosen = frames
-        .iter()
-        .find(|(func, file, _)| !is_wrapper(*func, *file))
-        .or(frames.first());
-    match chosen {
-        Some((Some(func), Some(file), Some(line))) => {
-            format!("{func} ({}:{line})", base_name(file))
-        }
-        _ => f.to_string(),
-    }
-}
-
-/// A call site's frames for a profile, innermost first: the inlined functions, then the
-/// function the call is written in.
-fn profile_frames(f: &symbolize::Frame) -> Vec<export::pprof::Frame> {
-    let module = f.module_name();
-    let mut frames = vec![export::pprof::Frame {
-        function: f.function.clone().unwrap_or_else(|| f.to_string()),
-        file: f.file.clone(),
-        line: f.line,
-        address: f.address,
-        module: module.clone(),
-    }];
-    for c in &f.inlined {
-        frames.push(export::pprof::Frame {
-            function: c.function.clone().unwrap_or_else(|| "??".into()),
-            file: c.file.clone(),
-            line: c.line,
-            address: f.address,
-            module: module.clone(),
-        });
-    }
-    frames
-}
-
-/// Names for the report's call sites and locks, from the memory maps the probe saved in the
-/// run directory's `maps/` (one symboliser per process). Problems are notes, not errors.
-fn name_addresses(
-    run_dir: &std::path::Path,
-    r: &analysis::locks::LockReport,
-    homes: &std::collections::HashMap<analysis::locks::LockKey, analysis::allocs::Home>,
-) -> report::locks::Naming {
-    let mut naming = report::locks::Naming::default();
-    let mut snapshots: std::collections::BTreeMap<u32, Vec<std::path::PathBuf>> =
-        Default::default();
-    if let Ok(entries) = std::fs::read_dir(run_dir.join("maps")) {
-        for e in entries.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if let Some(pid) = name
-                .strip_suffix(".maps")
-                .and_then(|stem| stem.split('-').next())
-                .and_then(|p| p.parse::<u32>().ok())
-            {
-                snapshots.entry(pid).or_default().push(e.path());
-            }
-        }
-    }
-    let recorded_at = std::fs::metadata(run_dir.join("meta.json"))
-        .and_then(|m| m.modified())
-        .ok();
-    for (pid, mut files) in snapshots {
-        files.sort();
-        let mut maps = symbolize::Maps::new();
-        for f in &files {
-            if let Ok((m, _)) = symbolize::Maps::read(f) {
-                maps.merge(&m);
-            }
-        }
-        let options = symbolize::SymbolizerOptions {
-            recorded_at,
-            ..Default::default()
-        };
-        let mut sym = symbolize::Symbolizer::with_options(maps, options);
-        let lock_sites = r
-            .locks
-            .iter()
-            .filter(|l| l.lock.pid == pid)
-            .flat_map(|l| l.sites.iter().filter_map(|s| s.site));
-        let cond_sites = r
-            .conds
-            .iter()
-            .filter(|c| c.pid == pid)
-            .flat_map(|c| c.sites.iter().copied());
-        for s in lock_sites.chain(cond_sites) {
-            if let std::collections::hash_map::Entry::Vacant(slot) = naming.sites.entry(s) {
-                let frame = sym.resolve_call_site(s);
-                slot.insert(site_name(&frame));
-                naming.frames.insert(s, profile_frames(&frame));
-            }
-        }
-        for l in r.locks.iter().filter(|l| l.lock.pid == pid) {
-            if let Some(d) = sym.resolve_data(l.lock.address) {
-                naming.locks.insert(l.lock, d.to_string());
-            } else if let Some(home) = homes.get(&l.lock) {
-                let site_name = match home.block.site {
-                    Some(s) => site_name(&sym.resolve_call_site(s)),
-                    None => "an unknown call site".to_string(),
-                };
-                let allocation = report::locks::Allocation {
-                    site: home.block.site,
-                    site_name,
-                    block_address: home.block.address,
-                    size: home.block.size,
-                    offset: home.offset,
-                };
-                naming.locks.insert(l.lock, allocation.describe());
-                naming.allocations.insert(l.lock, allocation);
-            }
-        }
-        for note in sym.notes() {
-            eprintln!(
-                "contend: note: symbols: {}: {}",
-                note.module.display(),
-                note.message
-            );
-        }
-    }
-    naming
+    Ok(())
 }

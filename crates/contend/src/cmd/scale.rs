@@ -5,12 +5,11 @@
 
 use super::record::counters_wanted;
 use crate::exit::bad_input;
-use analysis::activity::{self, Configuration, ScalingModel, WorkPoint, WorkUnit};
+use analysis::activity::{self, Configuration, WorkPoint, WorkUnit};
 use analysis::stats::Spread;
 use indicatif::{ProgressBar, ProgressStyle};
 use observe::launch::{self, Plan};
 use observe::sampler::SamplerOptions;
-use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use trace::meta::Meta;
@@ -66,80 +65,8 @@ pub struct Args {
     command: Vec<String>,
 }
 
-/// One run of one configuration.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-pub struct RunResult {
-    pub threads: u32,
-    pub cores: u32,
-    pub repeat: u32,
-    /// The run directory, relative to the scale directory.
-    pub run: String,
-    pub elapsed_ns: f64,
-    pub service_ns: f64,
-    /// Σ run-queue wait over threads, ns: runnable but without a CPU.
-    pub runq_wait_ns: f64,
-    pub active_threads: f64,
-    pub active_threads_listing_3_3: Option<f64>,
-    /// Sampled service as a share of wait4's CPU time, %.
-    pub coverage_pct: Option<f64>,
-    /// Listing 3.4 from this run's samples, for as many cores as threads (m).
-    pub modelled_active_threads: Option<f64>,
-    /// Work C: cycles where the machine counts them, else user + system CPU time from wait4, ns.
-    pub work: f64,
-    pub unit: WorkUnit,
-    /// User + system CPU time from wait4, ns (the work when not every run counted cycles).
-    #[serde(default)]
-    pub cpu_ns: f64,
-    pub llc_misses: Option<f64>,
-    pub llc_references: Option<f64>,
-    pub lock_wait_ns: Option<f64>,
-    pub exit_status: Option<i32>,
-}
-
-/// One configuration over its repeats.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-pub struct ConfigurationResult {
-    pub threads: u32,
-    pub cores: u32,
-    pub cpus: Vec<u32>,
-    pub elapsed_ns: Spread,
-    pub work: Spread,
-    pub active_threads: Spread,
-    /// Threads waiting for a CPU on average (Σ run-queue wait / T).
-    pub waiting_threads: Spread,
-    /// A for m cores predicted from these runs' samples (listing 3.4), median.
-    pub modelled_active_threads: Option<f64>,
-    /// The model's input: medians.
-    pub configuration: Configuration,
-}
-
-/// A thread count's model (or why there is none).
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-pub struct ThreadCountModel {
-    pub threads: u32,
-    /// Against the one-core baseline, for each other core count.
-    pub models: Vec<ScalingModel>,
-    pub memory_queue: Option<activity::MemoryQueue>,
-    pub numa: Option<activity::NumaDelta>,
-    /// Why a model could not be made (too few configurations, ...).
-    pub missing: Vec<String>,
-}
-
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-pub struct ScaleResult {
-    pub command: Vec<String>,
-    pub unit: WorkUnit,
-    pub repeat: u32,
-    pub warmup: u32,
-    pub interval_ns: u64,
-    pub fill: String,
-    pub cores_per_socket: u32,
-    pub numa: bool,
-    pub runs: Vec<RunResult>,
-    pub configurations: Vec<ConfigurationResult>,
-    pub thread_counts: Vec<ThreadCountModel>,
-    pub notes: Vec<String>,
-}
+// The model's types live with the loader that reads scale.json back (`contend report DIR`).
+use explain::scale::{ConfigurationResult, RunResult, ScaleResult, ThreadCountModel};
 
 fn substitute(command: &[String], m: u32) -> Vec<String> {
     command
@@ -437,16 +364,16 @@ fn one_run(
             .map(|v| v as f64)
     };
     let cycles = counted("cycles");
-    let report = super::report::json_of_run(run.path())?;
-    let num = |v: &serde_json::Value| v.as_f64();
-    let activity = &report["activity"];
-    let required = |field: &str| {
-        num(&activity[field]).ok_or_else(|| {
-            anyhow::anyhow!(
-                "{}: no service-time samples ({field} missing): the program ended before the first sample?",
-                run.path().display()
-            )
-        })
+    let explained = explain::open(run.path(), &explain::Options::default())
+        .map_err(|e| bad_input(e.to_string()))?;
+    for notice in &explained.notices {
+        eprintln!("contend: note: {notice}");
+    }
+    let Some(activity) = explained.activity.as_ref().map(|a| &a.view) else {
+        anyhow::bail!(
+            "{}: no service-time samples (no activity section): the program ended before the first sample?",
+            run.path().display()
+        );
     };
     let elapsed = outcome.monotonic_span[1].saturating_sub(outcome.monotonic_span[0]) as f64;
     Ok(RunResult {
@@ -459,18 +386,16 @@ fn one_run(
             .map(|f| f.to_string_lossy().into_owned())
             .unwrap_or_default(),
         elapsed_ns: elapsed,
-        service_ns: required("service_ns")?,
-        runq_wait_ns: required("runq_wait_ns")?,
-        active_threads: required("active_threads")?,
-        coverage_pct: num(&activity["coverage_pct"]),
-        active_threads_listing_3_3: num(&activity["active_threads_listing_3_3"]),
-        modelled_active_threads: activity["modelled_active_threads"]
-            .as_array()
-            .and_then(|list| {
-                list.iter()
-                    .find(|e| e["cores"].as_u64() == Some(u64::from(m)))
-                    .and_then(|e| e["active_threads"].as_f64())
-            }),
+        service_ns: activity.service_ns as f64,
+        runq_wait_ns: activity.runq_wait_ns as f64,
+        active_threads: activity.active_threads,
+        coverage_pct: activity.coverage_pct,
+        active_threads_listing_3_3: activity.active_threads_listing_3_3,
+        modelled_active_threads: activity
+            .modelled_active_threads
+            .iter()
+            .find(|e| e.cores == m)
+            .map(|e| e.active_threads),
         work: cycles.unwrap_or(outcome.cpu_ns.unwrap_or(0) as f64),
         unit: if cycles.is_some() {
             WorkUnit::Cycles
@@ -480,7 +405,10 @@ fn one_run(
         cpu_ns: outcome.cpu_ns.unwrap_or(0) as f64,
         llc_misses: counted("llc-misses"),
         llc_references: counted("llc-references"),
-        lock_wait_ns: num(&report["locks"]["summary"]["wait_ns"]),
+        lock_wait_ns: explained
+            .locks
+            .as_ref()
+            .map(|l| l.report.summary.wait_ns as f64),
         exit_status: meta.exit_status,
     })
 }
@@ -643,62 +571,9 @@ fn model(
     }
 }
 
-/// The renderer's view of a result (report::scale takes plain values, not this module's types).
+/// The renderer's view of a result.
 fn result_view(r: &ScaleResult) -> report::scale::ScaleView<'_> {
-    report::scale::ScaleView {
-        command: &r.command,
-        repeat: r.repeat,
-        unit: r.unit,
-        configurations: r
-            .configurations
-            .iter()
-            .map(|c| report::scale::ConfigurationRow {
-                threads: c.threads,
-                cores: c.cores,
-                cpus: &c.cpus,
-                elapsed_ns: c.elapsed_ns,
-                work: c.work,
-                active_threads: c.active_threads,
-                waiting_threads: c.waiting_threads,
-                modelled_active_threads: c.modelled_active_threads,
-            })
-            .collect(),
-        models: r
-            .thread_counts
-            .iter()
-            .flat_map(|t| t.models.iter())
-            .collect(),
-        queues: r
-            .thread_counts
-            .iter()
-            .filter_map(|t| t.memory_queue.as_ref().map(|q| (t.threads, q)))
-            .collect(),
-        missing: r
-            .thread_counts
-            .iter()
-            .flat_map(|t| t.missing.iter().map(String::as_str))
-            .collect(),
-        notes: r.notes.iter().map(String::as_str).collect(),
-    }
-}
-
-/// `contend report SCALE_DIR`: the model of a saved `contend scale` run, from its scale.json.
-pub fn show_saved(dir: &Path, json: bool) -> anyhow::Result<()> {
-    let path = dir.join("scale.json");
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| bad_input(format!("{}: {e}", path.display())))?;
-    if json {
-        println!("{text}");
-        return Ok(());
-    }
-    let result: ScaleResult = serde_json::from_str(&text).map_err(|e| {
-        bad_input(format!(
-            "{}: not a scale.json this contend can read: {e}",
-            path.display()
-        ))
-    })?;
-    print!("{}", report::scale::render(&result_view(&result)));
-    Ok(())
+    r.view()
 }
 
 #[cfg(test)]

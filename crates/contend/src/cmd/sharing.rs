@@ -1,26 +1,9 @@
-//! The sharing section: reading a run's `sharing/PID.json` + `PID.hist` files (what the
-//! sharing runtime of a `contend cc` build wrote), analysing them (`analysis::sharing`), naming
-//! lines, objects and code from each process's `maps/sharing-PID.maps`, and rendering perf
-//! c2c's two tables (`contend c2c report`, and `contend report`'s sharing section).
+//! `contend c2c report`: a run's sharing results (`explain::sharing`: the `sharing/PID.json`
+//! files a `contend cc` build wrote, analysed and named) rendered as perf c2c's two tables, or
+//! printed as JSON.
 
 use crate::exit::bad_input;
-use analysis::concurrency::Concurrency;
-use analysis::sharing::SharingReport;
-use report::sharing::{code_key, line_key, CodeName, Naming, ProcessLine};
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use trace::sharing::{HotLine, ProcessSharing};
-
-/// What one transfer is taken to cost for the estimated-cost column, unless told.
-pub const DEFAULT_TRANSFER_NS: f64 = 100.0;
-
-/// `--transfer-ns`: a cost in ns, finite and not negative.
-pub fn parse_transfer_ns(s: &str) -> Result<f64, String> {
-    match s.trim().parse::<f64>() {
-        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
-        _ => Err(format!("{s:?}: give a cost in ns, 0 or more (e.g. 100)")),
-    }
-}
 
 /// Options of `contend c2c report`.
 #[derive(clap::Args, Debug, Clone)]
@@ -36,7 +19,7 @@ pub struct ReportArgs {
     pub json: bool,
     /// What one cross-thread transfer costs, for the estimated-cost column (ns; e.g. half the
     /// round trip `contend bench latency` measures between the CPUs involved).
-    #[arg(long, value_name = "NS", default_value_t = DEFAULT_TRANSFER_NS, value_parser = parse_transfer_ns)]
+    #[arg(long, value_name = "NS", default_value_t = explain::DEFAULT_TRANSFER_NS, value_parser = explain::sharing::parse_transfer_ns)]
     pub transfer_ns: f64,
     /// Write an SVG heat strip of each of the top lines (which thread touches which bytes) into
     /// this directory, as `line-N.svg`.
@@ -44,326 +27,25 @@ pub struct ReportArgs {
     pub svg: Option<PathBuf>,
 }
 
-/// A run's sharing results, analysed and named.
-pub struct Loaded {
-    pub report: SharingReport,
-    pub processes: Vec<ProcessLine>,
-    pub naming: Naming,
-}
-
-impl Loaded {
-    pub fn to_json(&self) -> anyhow::Result<serde_json::Value> {
-        let mut v = serde_json::to_value(&self.report)?;
-        v["processes"] = serde_json::to_value(&self.processes)?;
-        // Each line's name and each row's code, next to the numbers (the JSON stands alone).
-        if let Some(lines) = v["lines"].as_array_mut() {
-            for (entry, l) in lines.iter_mut().zip(&self.report.lines) {
-                entry["belongs_to"] = self
-                    .naming
-                    .lines
-                    .get(&line_key(l.pid, l.id))
-                    .cloned()
-                    .unwrap_or_default()
-                    .into();
-                if let Some(rows) = entry["rows"].as_array_mut() {
-                    for (row, r) in rows.iter_mut().zip(&l.rows) {
-                        if let Some(c) = self.naming.code.get(&code_key(l.pid, r.pc)) {
-                            row["symbol"] = c.symbol.clone().into();
-                            row["source"] = c.source.clone().into();
-                        }
-                    }
-                }
-            }
-        }
-        Ok(v)
-    }
-}
-
-/// Reads and analyses `run`'s sharing results; `None` when it has none.
-pub fn load(run: &Path, transfer_ns: f64) -> anyhow::Result<Option<Loaded>> {
-    let dir = run.join("sharing");
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        return Ok(None);
-    };
-    let mut files: Vec<PathBuf> = entries
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    if files.is_empty() {
-        return Ok(None);
-    }
-    files.sort();
-    let mut lines = Vec::new();
-    let mut processes = Vec::new();
-    let mut naming = Naming {
-        node_of_cpu: node_of_cpu(run),
-        ..Default::default()
-    };
-    let mut transfers_total = 0;
-    let mut multi_threaded = false;
-    let mut hot_after = 0;
-    let together = concurrency(run);
-    // The verdict needs every process that could share (two threads or more) measured; the
-    // least concurrent of them decides.
-    let mut least: Option<Option<analysis::concurrency::Concurrency>> = None;
-    for path in files {
-        let shown = path.display().to_string();
-        let bytes =
-            std::fs::read(&path).map_err(|e| bad_input(format!("{shown}: cannot read it: {e}")))?;
-        let process =
-            ProcessSharing::from_json(&bytes).map_err(|e| bad_input(format!("{shown}: {e}")))?;
-        let histories = histories(&path.with_extension("hist"), &process)?;
-        transfers_total += process.totals.transfers;
-        let measured = together.as_ref().and_then(|c| c.get(&process.pid).copied());
-        if process.threads.len() >= 2 {
-            multi_threaded = true;
-            hot_after = hot_after.max(process.hot_after);
-            least = Some(match (least, measured) {
-                (None, m) => m,
-                (Some(Some(a)), Some(b)) => Some(a.least(b)),
-                _ => None,
-            });
-        }
-        processes.push(ProcessLine {
-            pid: process.pid,
-            program: process.program.clone(),
-            line_size: process.line_size,
-            hot_after: process.hot_after,
-            sample_every: process.sample_every,
-            threads: process.threads.len(),
-            reads: process.totals.reads,
-            writes: process.totals.writes,
-            transfers: process.totals.transfers,
-            hot_lines: process.totals.hot_lines,
-            hot_lines_dropped: process.totals.hot_lines_dropped,
-            history_dropped: process.totals.history_dropped,
-            pmu: process.pmu.clone(),
-            concurrency: measured,
-        });
-        name_process(run, &process, &mut naming);
-        lines.extend(analysis::sharing::analyse_process(
-            &process,
-            &histories,
-            transfer_ns,
-        ));
-    }
-    let mut report = analysis::sharing::rank(lines, transfers_total);
-    report.judge(least.flatten(), multi_threaded, hot_after);
-    Ok(Some(Loaded {
-        report,
-        processes,
-        naming,
-    }))
-}
-
-/// Each process's concurrent on-CPU time, from the run's sampler streams (`None`: the run has
-/// none: recorded with `--interval 0`, or imported).
-fn concurrency(run: &Path) -> Option<BTreeMap<u32, Concurrency>> {
-    let (dir, meta) = trace::rundir::RunDir::open(run).ok()?;
-    let sampling = meta.sampling.as_ref()?;
-    let mut streams = Vec::new();
-    for file in dir.stream_files().ok()? {
-        if !super::report::is_sampler_stream(&file) {
-            continue;
-        }
-        match trace::StreamFile::open(&dir.path().join(&file)) {
-            Ok(m) => streams.push((file, m)),
-            Err(e) => {
-                eprintln!(
-                    "contend: note: {}/{file}: {e}: the threads' concurrency is not measured",
-                    run.display()
-                );
-                return None;
-            }
-        }
-    }
-    let (samples, states) = match super::report::sampler_threads(&meta, &streams) {
-        Ok(d) => d,
-        Err(e) => {
-            eprintln!("contend: note: {e}: the threads' concurrency is not measured");
-            return None;
-        }
-    };
-    if samples.is_empty() {
-        return None;
-    }
-    // Exact only when the tracepoint reader lost nothing.
-    let states_complete = sampling.sched_trace.as_ref().is_some_and(|t| {
-        t.lost == 0 && t.unparsed == 0 && t.switch_gaps == 0 && t.unsampled_threads == 0
-    });
-    let last_sample = samples
-        .iter()
-        .flat_map(|t| t.samples.last().map(|s| s.ts))
-        .max()
-        .unwrap_or(0);
-    let [start, end] = meta.monotonic_span.unwrap_or([0, last_sample]);
-    let pus = meta.topology["pus"].as_array().map(|p| p.len() as u32);
-    let cpus = meta.cpus.as_ref().map(|c| c.len() as u32).or(pus);
-    Some(analysis::concurrency::per_process(
-        &analysis::concurrency::Recorded {
-            samples: &samples,
-            states: &states,
-            states_complete,
-            start,
-            end: end.max(last_sample),
-            cpus,
-        },
-    ))
-}
-
-/// Each line's history from `hist` (absent: none were kept, which a line referring to one
-/// makes an error).
-fn histories(
-    hist: &Path,
-    process: &ProcessSharing,
-) -> anyhow::Result<Vec<Vec<trace::sharing::HistoryEntry>>> {
-    let wanted = process.lines.iter().any(|l| l.history.is_some());
-    if !wanted {
-        return Ok(vec![Vec::new(); process.lines.len()]);
-    }
-    let shown = hist.display().to_string();
-    let bytes = std::fs::read(hist).map_err(|e| {
-        bad_input(format!(
-            "{shown}: cannot read it ({e}), but its results refer to it: copy the whole run directory"
-        ))
-    })?;
-    let entries =
-        trace::sharing::history_entries(&bytes).map_err(|e| bad_input(format!("{shown}: {e}")))?;
-    process
-        .lines
-        .iter()
-        .map(|l| {
-            trace::sharing::line_history(entries, l, process)
-                .map_err(|e| bad_input(format!("{shown}: {e}")))
-        })
-        .collect()
-}
-
-/// CPU → node from the run's meta.json topology (`pus[].cpu`, `pus[].node`).
-fn node_of_cpu(run: &Path) -> std::collections::BTreeMap<u32, u32> {
-    let mut out = std::collections::BTreeMap::new();
-    let Ok((_, meta)) = trace::rundir::RunDir::open(run) else {
-        return out;
-    };
-    if let Some(pus) = meta.topology["pus"].as_array() {
-        for pu in pus {
-            if let (Some(cpu), Some(node)) = (pu["cpu"].as_u64(), pu["node"].as_u64()) {
-                out.insert(cpu as u32, node as u32);
-            }
-        }
-    }
-    out
-}
-
-/// Names every line (the heap block or global it lies in) and every code address of `process`.
-fn name_process(run: &Path, process: &ProcessSharing, naming: &mut Naming) {
-    let maps_path = run
-        .join("maps")
-        .join(format!("sharing-{}.maps", process.pid));
-    let mut symbolizer = match symbolize::Maps::read(&maps_path) {
-        Ok((maps, _)) => Some(symbolize::Symbolizer::new(maps)),
-        Err(e) => {
-            eprintln!(
-                "contend: note: {}: {e}: process {}'s lines and code are shown as addresses",
-                maps_path.display(),
-                process.pid
-            );
-            None
-        }
-    };
-    for line in &process.lines {
-        let name = match symbolizer.as_mut() {
-            Some(sym) => line_name(sym, line, process.line_size),
-            None => format!("{:#x}", line.address),
-        };
-        naming.lines.insert(line_key(process.pid, line.id), name);
-        for a in &line.accesses {
-            let key = code_key(process.pid, a.pc);
-            if naming.code.contains_key(&key) {
-                continue;
-            }
-            let code = match symbolizer.as_mut() {
-                Some(sym) => {
-                    // The hook's return address: the access is the call just before it.
-                    let f = sym.resolve_call_site(a.pc);
-                    CodeName {
-                        symbol: f.function.clone().unwrap_or_else(|| f.to_string()),
-                        source: match (&f.file, f.line) {
-                            (Some(file), Some(n)) => Some(format!(
-                                "{}:{n}",
-                                Path::new(file).file_name().map_or_else(
-                                    || file.clone(),
-                                    |b| b.to_string_lossy().into_owned()
-                                )
-                            )),
-                            _ => None,
-                        },
-                    }
-                }
-                None => CodeName {
-                    symbol: format!("{:#x}", a.pc),
-                    source: None,
-                },
-            };
-            naming.code.insert(key, code);
-        }
-    }
-}
-
-/// What a line belongs to: the heap blocks over it (with where they were allocated), else the
-/// global it is in, else the mapping.
-fn line_name(sym: &mut symbolize::Symbolizer, line: &HotLine, line_size: u32) -> String {
-    let end = line.address + u64::from(line_size);
-    if !line.objects.is_empty() {
-        let parts: Vec<String> = line
-            .objects
-            .iter()
-            .map(|o| {
-                let site = super::report::site_name(&sym.resolve_call_site(o.site));
-                let from = line.address.max(o.address) - o.address;
-                let to = end.min(o.address + o.size) - o.address;
-                format!(
-                    "{} B {} at {site}, bytes {from:#x}..{to:#x}{}",
-                    o.size,
-                    o.allocator,
-                    if o.freed_ns.is_some() {
-                        " (freed since)"
-                    } else {
-                        ""
-                    }
-                )
-            })
-            .collect();
-        return parts.join("; ");
-    }
-    if let Some(d) = sym.resolve_data(line.address) {
-        return format!("{d} (global)");
-    }
-    // A line that starts in padding or an unnamed area may hold the start of a global.
-    if let Some((o, d)) = (1..u64::from(line_size)).find_map(|o| {
-        sym.resolve_data(line.address + o)
-            .filter(|d| d.offset < o)
-            .map(|d| (o - d.offset, d))
-    }) {
-        return format!("{} (global, from line +{o:#x})", d.name);
-    }
-    match sym.maps().find(line.address) {
-        Some(m) => m.short_name(),
-        None => "unmapped".into(),
-    }
-}
-
 /// `contend c2c report`.
 pub fn report(args: ReportArgs) -> anyhow::Result<()> {
-    let Some(loaded) = load(&args.run, args.transfer_ns)? else {
+    let mut notices = Vec::new();
+    let loaded = explain::sharing::load(&args.run, args.transfer_ns, &mut notices)
+        .map_err(|e| bad_input(e.to_string()))?;
+    for notice in &notices {
+        eprintln!("contend: note: {notice}");
+    }
+    let Some(loaded) = loaded else {
         return Err(bad_input(format!(
             "{}: no sharing results (no sharing/*.json): record a program built with `contend cc` using `contend c2c record -- PROGRAM`",
             args.run.display()
         )));
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&loaded.to_json()?)?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&explain::to_json(&loaded)?)?
+        );
     } else {
         print!(
             "{}",
@@ -383,30 +65,18 @@ pub fn report(args: ReportArgs) -> anyhow::Result<()> {
 }
 
 /// `line-N.svg` for the top lines.
-pub fn write_strips(loaded: &Loaded, dir: &Path, top: usize) -> anyhow::Result<()> {
+fn write_strips(loaded: &explain::sharing::Sharing, dir: &Path, top: usize) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir)
         .map_err(|e| bad_input(format!("cannot create {}: {e}", dir.display())))?;
-    for (i, l) in loaded.report.lines.iter().take(top).enumerate() {
-        let belongs = loaded
-            .naming
-            .lines
-            .get(&line_key(l.pid, l.id))
-            .cloned()
-            .unwrap_or_default();
-        let title = format!(
-            "Line #{} {:#x} ({belongs}): {} transfers, {}",
-            i + 1,
-            l.address,
-            l.transfers,
-            l.class.map_or("no transfers since hot", |c| c.title())
-        );
-        let path = dir.join(format!("line-{}.svg", i + 1));
-        std::fs::write(&path, report::sharing::heat_strip(l, &title))
+    let strips = loaded.strips(top);
+    for (name, svg) in &strips {
+        let path = dir.join(name);
+        std::fs::write(&path, svg)
             .map_err(|e| bad_input(format!("cannot write {}: {e}", path.display())))?;
     }
     eprintln!(
         "contend: wrote {} heat strip(s) into {}",
-        loaded.report.lines.len().min(top),
+        strips.len(),
         dir.display()
     );
     Ok(())

@@ -1,13 +1,41 @@
-//! Reading an MPI run: the rank streams of a run directory (and of other hosts' directories
-//! given with `--mpi-from`) decoded into the analysis's input, each rank's call sites named from
-//! its own `maps/rank-R.maps` (`maps/rank-R.N.maps` in job N) (ranks have different address spaces), so that the same line of
-//! code is one call site across ranks.
+//! The MPI section: the rank streams of a run directory (and of other hosts' directories,
+//! `Options::mpi_from`) decoded into the analysis's input, each rank's call sites named from
+//! its own `maps/rank-R.maps` (`maps/rank-R.N.maps` in job N) (ranks have different address
+//! spaces), so that the same line of code is one call site across ranks.
 
-use crate::exit::bad_input;
+use crate::error::{damaged, Error};
+use crate::Notice;
 use analysis::mpi::RankInput;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use trace::StreamFile;
+
+/// An MPI job's analysis, and the names its call-site ids index.
+pub struct Mpi {
+    pub run: analysis::mpi::MpiRun,
+    /// `main (app.c:42)` per call-site id.
+    pub site_names: Vec<String>,
+}
+
+/// The job's rank traces, analysed with `options`' thresholds; `None` when there are none.
+pub(crate) fn mpi(
+    run: &Path,
+    options: &crate::Options,
+    notices: &mut Vec<Notice>,
+) -> Result<Option<Mpi>, Error> {
+    let mut dirs = vec![run.to_path_buf()];
+    dirs.extend(options.mpi_from.iter().cloned());
+    Ok(load(&dirs, options.mpi_job, notices)?.map(|job| Mpi {
+        run: analysis::mpi::analyse(&job.ranks, options.mpi_thresholds),
+        site_names: job.names,
+    }))
+}
+
+/// One MPI job's rank traces, decoded; call-site ids index `names`.
+struct Job {
+    ranks: Vec<RankInput>,
+    names: Vec<String>,
+}
 
 /// `streams/rank-R.cst` or `streams/rank-R.N.cst`.
 pub fn is_rank_stream(file: &str) -> bool {
@@ -19,10 +47,11 @@ pub fn is_rank_stream(file: &str) -> bool {
 /// job's streams are numbered alike, `rank-R.N.cst`). A rank of the job found in two
 /// directories is an error (the same host's directory given twice). Call-site ids index the
 /// returned names.
-pub fn load(
+fn load(
     dirs: &[PathBuf],
     job: Option<u32>,
-) -> anyhow::Result<Option<(Vec<RankInput>, Vec<String>)>> {
+    notices: &mut Vec<Notice>,
+) -> Result<Option<Job>, Error> {
     // job -> rank -> file
     let mut jobs: BTreeMap<u32, BTreeMap<u32, PathBuf>> = BTreeMap::new();
     for dir in dirs {
@@ -36,7 +65,7 @@ pub fn load(
                 continue;
             };
             if let Some(old) = jobs.entry(n).or_default().insert(rank, e.path()) {
-                return Err(bad_input(format!(
+                return Err(Error::Option(format!(
                     "rank {rank} has two traces, {} and {}: give each host's run directory once",
                     old.display(),
                     e.path().display()
@@ -53,12 +82,12 @@ pub fn load(
     let chosen = match job {
         Some(n) if jobs.contains_key(&n) => n,
         Some(n) if jobs.is_empty() => {
-            return Err(bad_input(format!(
+            return Err(Error::Option(format!(
                 "--mpi-job {n}: this run has no MPI rank traces"
             )))
         }
         Some(n) => {
-            return Err(bad_input(format!(
+            return Err(Error::Option(format!(
                 "--mpi-job {n}: no such MPI job in this run; its jobs are {}",
                 listed()
             )))
@@ -69,8 +98,8 @@ pub fn load(
         },
     };
     if jobs.len() > 1 {
-        eprintln!(
-            "contend: note: this run holds {} MPI jobs ({}): showing job {chosen}{}",
+        notices.push(Notice(format!(
+            "this run holds {} MPI jobs ({}): showing job {chosen}{}",
             jobs.len(),
             listed(),
             if job.is_none() {
@@ -78,7 +107,7 @@ pub fn load(
             } else {
                 ""
             }
-        );
+        )));
     }
     let files = jobs.remove(&chosen).unwrap_or_default();
     let mut names: Vec<String> = Vec::new();
@@ -87,10 +116,10 @@ pub fn load(
     for (rank, path) in files {
         let shown = path.display().to_string();
         let mapped = StreamFile::open(&path)
-            .map_err(|e| bad_input(format!("{shown}: cannot read the stream: {e}")))?;
+            .map_err(|e| damaged(format!("{shown}: cannot read the stream: {e}")))?;
         let stream = mapped
             .parse()
-            .map_err(|e| bad_input(format!("{shown}: {e} (the stream is damaged)")))?;
+            .map_err(|e| damaged(format!("{shown}: {e} (the stream is damaged)")))?;
         let (items, malformed) = trace::mpi::decode(stream.events());
         let mut input = RankInput {
             rank,
@@ -124,7 +153,7 @@ pub fn load(
                 continue;
             };
             let name = match symbolizer.as_mut() {
-                Some(sym) => super::report::site_name(&sym.resolve_call_site(address)),
+                Some(sym) => crate::names::site_name(&sym.resolve_call_site(address)),
                 None => format!("{address:#x}"),
             };
             let next = names.len() as u64;
@@ -137,7 +166,7 @@ pub fn load(
         input.items = items;
         ranks.push(input);
     }
-    Ok(Some((ranks, names)))
+    Ok(Some(Job { ranks, names }))
 }
 
 fn rank_symbolizer(maps_dir: &Path, rank: u32, job: u32) -> Option<symbolize::Symbolizer> {

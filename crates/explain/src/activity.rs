@@ -1,0 +1,87 @@
+//! The activity section: the sampler's streams (`sched-*`, `system`) decoded into each
+//! thread's service-time samples and scheduler state changes, and their view.
+
+use crate::error::{damaged, Error};
+use trace::StreamFile;
+
+/// Streams written by the sampler (`observe::sampler`), not the lock probe.
+pub fn is_sampler_stream(file: &str) -> bool {
+    let name = file.rsplit('/').next().unwrap_or(file);
+    name.starts_with("sched-") || name == "system.cst"
+}
+
+/// The sampler's streams, decoded, and their view.
+#[derive(Debug)]
+pub struct Activity {
+    pub view: report::activity::ActivityView,
+    pub threads: Vec<analysis::service::ThreadSamples>,
+    pub states: Vec<(u32, Vec<trace::sched::StateChange>)>,
+    /// When the recording started (CLOCK_MONOTONIC ns), if meta.json says.
+    pub start: Option<u64>,
+}
+
+/// The service-time view of the sampler's streams.
+pub(crate) fn activity(
+    meta: &trace::Meta,
+    streams: &[(String, StreamFile)],
+) -> Result<Activity, Error> {
+    let SamplerThreads { threads, states } = sampler_threads(meta, streams)?;
+    let start = meta.monotonic_span.map_or(0, |[a, _]| a);
+    let service = analysis::service::service(&threads, start);
+    Ok(Activity {
+        view: report::activity::ActivityView::new(service, meta),
+        threads,
+        states,
+        start: meta.monotonic_span.map(|[a, _]| a),
+    })
+}
+
+/// The sampler's streams decoded: each thread's samples, and the state changes of those the
+/// sched tracepoints followed (also the sharing section's concurrency).
+pub(crate) struct SamplerThreads {
+    pub threads: Vec<analysis::service::ThreadSamples>,
+    pub states: Vec<(u32, Vec<trace::sched::StateChange>)>,
+}
+
+pub(crate) fn sampler_threads(
+    meta: &trace::Meta,
+    streams: &[(String, StreamFile)],
+) -> Result<SamplerThreads, Error> {
+    let mut threads = Vec::new();
+    let mut states = Vec::new();
+    for (file, mapped) in streams.iter().filter(|(f, _)| is_sampler_stream(f)) {
+        let stream = mapped
+            .parse()
+            .map_err(|e| damaged(format!("{file}: {e}")))?;
+        let name = meta
+            .streams
+            .iter()
+            .find(|s| &s.file == file)
+            .map(|s| s.name.clone())
+            .unwrap_or_default();
+        if let Some(t) = analysis::service::thread_samples(&stream, &name) {
+            threads.push(t);
+        }
+        let changes: Vec<trace::sched::StateChange> = stream
+            .events()
+            .filter_map(|r| trace::sched::StateChange::decode(&r))
+            .collect();
+        if !changes.is_empty() {
+            states.push((stream.header.tid, changes));
+        }
+    }
+    Ok(SamplerThreads { threads, states })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sampler_streams_are_told_by_name() {
+        assert!(is_sampler_stream("streams/sched-12.cst"));
+        assert!(is_sampler_stream("system.cst"));
+        assert!(!is_sampler_stream("streams/thread-12.cst"));
+        assert!(!is_sampler_stream("streams/rank-0.cst"));
+    }
+}

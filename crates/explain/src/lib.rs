@@ -1,0 +1,128 @@
+//! Explaining a recorded run: [`open`] reads a run directory once (meta.json, every event
+//! stream, the memory maps, the MPI rank traces, the sharing results), validates it, runs the
+//! analyses and names every address it exposes. The result, [`Run`], is what `contend report`
+//! renders as text and what its `--json` prints (the serde form of the model plus
+//! [`SCHEMA_VERSION`]); `contend diff`, `contend scale` and the demo read its typed fields.
+//!
+//! Nothing here prints: what the loader has to say about a run that is not fatal (a stream
+//! not closed by its writer, symbols it could not read) is a [`Notice`] in the result, and a
+//! damaged run directory is an [`Error`].
+
+pub mod activity;
+mod error;
+mod json;
+pub mod locks;
+pub mod mpi;
+pub mod names;
+mod open;
+pub mod scale;
+pub mod sharing;
+
+pub use error::Error;
+pub use open::{open, open_any};
+
+use std::path::PathBuf;
+
+/// The version of `contend report --json`'s layout: raised when a key changes meaning or goes
+/// away (new keys alone do not raise it).
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// What one cross-thread cache-line transfer is taken to cost, unless told (ns).
+pub const DEFAULT_TRANSFER_NS: f64 = 100.0;
+
+/// How to explain a run: the analyses' settings (what to keep, thresholds, where other hosts'
+/// traces are), not how to show them. `Default` is what `contend report RUN` uses.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Which mutex events the lock analysis keeps.
+    pub lock_filter: analysis::locks::Filter,
+    /// The order of the locks in the model.
+    pub lock_sort: report::locks::SortKey,
+    /// The MPI wait-state thresholds (the thesis's MPITool.conf).
+    pub mpi_thresholds: analysis::waitstates::Thresholds,
+    /// Other run directories holding rank traces of the same job (other hosts').
+    pub mpi_from: Vec<PathBuf>,
+    /// Which MPI job to explain when the run holds several (1 is the first); `None`: the first.
+    pub mpi_job: Option<u32>,
+    /// The cost of one cache-line transfer for the sharing section's estimated cost (ns).
+    pub transfer_ns: f64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            lock_filter: analysis::locks::Filter::default(),
+            lock_sort: report::locks::SortKey::Wait,
+            mpi_thresholds: analysis::waitstates::Thresholds::default(),
+            mpi_from: Vec::new(),
+            mpi_job: None,
+            transfer_ns: DEFAULT_TRANSFER_NS,
+        }
+    }
+}
+
+/// Something worth saying about a run that does not stop it being explained (a stream cut
+/// short, a module without symbols); the command prints it as `contend: note: ...`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Notice(pub String);
+
+impl std::fmt::Display for Notice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A recorded run, read, validated, analysed and named.
+pub struct Run {
+    pub meta: trace::Meta,
+    /// What was recorded, per stream.
+    pub summary: report::run_summary::RunSummary,
+    /// The sampler's view: service time, run-queue wait, active threads (`schedstat` runs).
+    pub activity: Option<activity::Activity>,
+    /// The lock analysis and the names of its locks and call sites (`--locks` runs).
+    pub locks: Option<locks::Locks>,
+    /// The MPI job's wait states, call sites named (`--mpi` runs).
+    pub mpi: Option<mpi::Mpi>,
+    /// False sharing and true sharing by cache line (programs built with `contend cc`).
+    pub sharing: Option<sharing::Sharing>,
+    /// What the loader noticed, in the order it did.
+    pub notices: Vec<Notice>,
+}
+
+/// What a directory given to `contend report` holds: a recorded run, or a `contend scale`
+/// directory (whose runs are run directories, and whose scale.json is the model).
+pub enum Explained {
+    Run(Box<Run>),
+    Scale(Box<scale::ScaleResult>),
+}
+
+impl Explained {
+    /// The notices of a recorded run (a saved scale model has none).
+    pub fn notices(&self) -> &[Notice] {
+        match self {
+            Explained::Run(r) => &r.notices,
+            Explained::Scale(_) => &[],
+        }
+    }
+}
+
+impl serde::Serialize for Explained {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Explained::Run(r) => r.serialize(s),
+            Explained::Scale(m) => json::Versioned::new(m.as_ref()).serialize(s),
+        }
+    }
+}
+
+/// `value` as JSON with `schema_version` at its top level (`contend c2c report --json`'s form of
+/// a [`sharing::Sharing`], say).
+pub fn to_json<T: serde::Serialize>(value: &T) -> Result<serde_json::Value, serde_json::Error> {
+    json::with_schema_version(value)
+}
+
+/// Whether the run says it captured `what` (`locks`, `schedstat`, `mpi`, `sharing`): the one
+/// place that reads meta.json's `captured` tags.
+pub fn captured(meta: &trace::Meta, what: &str) -> bool {
+    meta.captured.iter().any(|c| c == what)
+}

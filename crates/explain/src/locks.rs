@@ -1,0 +1,154 @@
+//! The locks section: the lock probe's streams through `analysis::locks`, sorted, with every
+//! lock and call site named from the memory maps the probe saved (`maps/PID-*.maps`).
+//!
+//! [`lock_report`] is the only glue between the streams and the analysis, so that a streaming
+//! analysis can take its place without touching the rest.
+
+use crate::error::{damaged, Error};
+use crate::names::{profile_frames, site_name, CallSite};
+use crate::Notice;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use trace::StreamFile;
+
+/// The lock analysis of a run and the names of what it shows.
+pub struct Locks {
+    pub report: analysis::locks::LockReport,
+    /// Labels for the renderers: sites `function (file:line)`, locks `hot_lock` or their
+    /// heap block.
+    pub naming: report::locks::Naming,
+    /// Each named call site's function and `file:line`, for JSON.
+    pub sites: HashMap<u64, CallSite>,
+}
+
+/// The lock analysis of the run's lock streams (`streams`: every stream of the run, mapped),
+/// and names for its addresses.
+pub(crate) fn lock_report(
+    run_dir: &Path,
+    meta: &trace::Meta,
+    streams: &[(String, StreamFile)],
+    options: &crate::Options,
+    notices: &mut Vec<Notice>,
+) -> Result<Locks, Error> {
+    let clock = analysis::clock::Conversion::from_meta(&meta.clock);
+    let mut input = analysis::locks::LockInput::default();
+    // Only the lock probe's streams: the sampler's (`sched-*`, `system`) carry no lock events
+    // and count another clock.
+    let lock_streams = streams.iter().filter(|(file, _)| {
+        !crate::activity::is_sampler_stream(file) && !crate::mpi::is_rank_stream(file)
+    });
+    for (file, mapped) in lock_streams {
+        // Already validated when opened; a second parse of a mapped file costs a few ns per event.
+        let stream = mapped
+            .parse()
+            .map_err(|e| damaged(format!("{file}: {e}")))?;
+        let name = meta
+            .streams
+            .iter()
+            .find(|s| &s.file == file)
+            .map(|s| s.name.clone())
+            .unwrap_or_default();
+        input
+            .threads
+            .push(analysis::locks::thread_input(&stream, &clock, &name));
+    }
+    input.span = meta.monotonic_span.map(|[a, b]| (a, b));
+    input.sample_every = meta.lock_sample_every.unwrap_or(1);
+    let mut r = analysis::locks::analyze(&input, &options.lock_filter);
+    report::locks::sort_locks(&mut r.locks, options.lock_sort);
+    let homes = analysis::allocs::homes(&input);
+    let (naming, sites) = name_addresses(run_dir, &r, &homes, notices);
+    Ok(Locks {
+        report: r,
+        naming,
+        sites,
+    })
+}
+
+/// Names for the report's call sites and locks, from the memory maps the probe saved in the
+/// run directory's `maps/` (one symboliser per process). Problems are notices, not errors.
+fn name_addresses(
+    run_dir: &Path,
+    r: &analysis::locks::LockReport,
+    homes: &HashMap<analysis::locks::LockKey, analysis::allocs::Home>,
+    notices: &mut Vec<Notice>,
+) -> (report::locks::Naming, HashMap<u64, CallSite>) {
+    let mut naming = report::locks::Naming::default();
+    let mut sites: HashMap<u64, CallSite> = HashMap::new();
+    let mut snapshots: BTreeMap<u32, Vec<PathBuf>> = BTreeMap::new();
+    if let Ok(entries) = std::fs::read_dir(run_dir.join("maps")) {
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if let Some(pid) = name
+                .strip_suffix(".maps")
+                .and_then(|stem| stem.split('-').next())
+                .and_then(|p| p.parse::<u32>().ok())
+            {
+                snapshots.entry(pid).or_default().push(e.path());
+            }
+        }
+    }
+    let recorded_at = std::fs::metadata(run_dir.join(trace::rundir::META_FILE))
+        .and_then(|m| m.modified())
+        .ok();
+    for (pid, mut files) in snapshots {
+        files.sort();
+        let mut maps = symbolize::Maps::new();
+        for f in &files {
+            if let Ok((m, _)) = symbolize::Maps::read(f) {
+                maps.merge(&m);
+            }
+        }
+        let options = symbolize::SymbolizerOptions {
+            recorded_at,
+            ..Default::default()
+        };
+        let mut sym = symbolize::Symbolizer::with_options(maps, options);
+        let lock_sites = r
+            .locks
+            .iter()
+            .filter(|l| l.lock.pid == pid)
+            .flat_map(|l| l.sites.iter().filter_map(|s| s.site));
+        let cond_sites = r
+            .conds
+            .iter()
+            .filter(|c| c.pid == pid)
+            .flat_map(|c| c.sites.iter().copied());
+        for s in lock_sites.chain(cond_sites) {
+            if let std::collections::hash_map::Entry::Vacant(slot) = naming.sites.entry(s) {
+                let frame = sym.resolve_call_site(s);
+                let site = CallSite::of(&frame);
+                slot.insert(site.label.clone());
+                sites.insert(s, site);
+                naming.frames.insert(s, profile_frames(&frame));
+            }
+        }
+        for l in r.locks.iter().filter(|l| l.lock.pid == pid) {
+            if let Some(d) = sym.resolve_data(l.lock.address) {
+                naming.locks.insert(l.lock, d.to_string());
+            } else if let Some(home) = homes.get(&l.lock) {
+                let site_name = match home.block.site {
+                    Some(s) => site_name(&sym.resolve_call_site(s)),
+                    None => "an unknown call site".to_string(),
+                };
+                let allocation = report::locks::Allocation {
+                    site: home.block.site,
+                    site_name,
+                    block_address: home.block.address,
+                    size: home.block.size,
+                    offset: home.offset,
+                };
+                naming.locks.insert(l.lock, allocation.describe());
+                naming.allocations.insert(l.lock, allocation);
+            }
+        }
+        for note in sym.notes() {
+            notices.push(Notice(format!(
+                "symbols: {}: {}",
+                note.module.display(),
+                note.message
+            )));
+        }
+    }
+    (naming, sites)
+}

@@ -1,0 +1,133 @@
+//! [`open`]: a run directory read once, every stream validated, each section analysed.
+
+use crate::error::{damaged, Error};
+use crate::{captured, Explained, Notice, Options, Run};
+use report::run_summary::{RunSummary, StreamSummary};
+use std::path::Path;
+use trace::{RunDir, StreamFile};
+
+/// A recorded run directory (`contend record`'s, `contend c2c record`'s), explained.
+pub fn open(run: &Path, options: &Options) -> Result<Run, Error> {
+    let (dir, meta) = RunDir::open(run).map_err(|e| damaged(e.to_string()))?;
+    let run_name = run.display().to_string();
+    let mut notices = Vec::new();
+    let mut note = |text: String| notices.push(Notice(text));
+
+    // The streams meta.json lists, then any stream file it does not (a recorder that died
+    // before rewriting meta.json): every stream in the directory is read and validated.
+    let mut files: Vec<String> = Vec::new();
+    for s in &meta.streams {
+        if files.contains(&s.file) {
+            note(format!("meta.json lists {} twice; reading it once", s.file));
+        } else {
+            files.push(s.file.clone());
+        }
+    }
+    for f in dir.stream_files().map_err(|e| damaged(e.to_string()))? {
+        if !files.contains(&f) {
+            note(format!(
+                "{run_name}/{f} is not listed in meta.json; reading it too"
+            ));
+            files.push(f);
+        }
+    }
+
+    let mut streams = Vec::with_capacity(files.len());
+    let mut mapped_streams: Vec<(String, StreamFile)> = Vec::with_capacity(files.len());
+    for file in &files {
+        let path = dir.path().join(file);
+        let shown = format!("{run_name}/{file}");
+        if crate::mpi::is_rank_stream(file) && !path.exists() {
+            note(format!("{shown} is listed in meta.json but not there (moved, or written on another host): give the directory that holds it with --mpi-from"));
+            continue;
+        }
+        // Only regular files: opening a FIFO or device planted in a run directory would block.
+        match std::fs::metadata(&path) {
+            Ok(m) if !m.is_file() => {
+                return Err(damaged(format!("{shown}: not a regular file")));
+            }
+            _ => {}
+        }
+        let mapped = StreamFile::open(&path)
+            .map_err(|e| damaged(format!("{shown}: cannot read the stream: {e}")))?;
+        let stream = mapped.parse().map_err(|e| {
+            damaged(format!(
+                "{shown}: {e} (the stream is damaged; re-record the run)"
+            ))
+        })?;
+        if !stream.is_complete() {
+            note(format!(
+                "{shown} was not closed by its writer (killed, or still running): {} events read up to its last complete chunk",
+                stream.events
+            ));
+        }
+        streams.push(StreamSummary::new(file, &stream));
+        drop(stream);
+        mapped_streams.push((file.clone(), mapped));
+    }
+    let summary = RunSummary::new(&run_name, &meta, streams);
+    if summary.events_dropped > 0 {
+        note(format!(
+            "{} events were dropped while recording (buffers full or disk too slow); results undercount them",
+            summary.events_dropped
+        ));
+    }
+    let locks = if captured(&meta, "locks") {
+        Some(crate::locks::lock_report(
+            dir.path(),
+            &meta,
+            &mapped_streams,
+            options,
+            &mut notices,
+        )?)
+    } else {
+        None
+    };
+    let activity = if captured(&meta, "schedstat") {
+        Some(crate::activity::activity(&meta, &mapped_streams)?)
+    } else {
+        None
+    };
+    let mpi = crate::mpi::mpi(run, options, &mut notices)?;
+    if mpi.is_none() && captured(&meta, "mpi") {
+        notices.push(Notice(no_rank_traces(run)));
+    }
+    let sharing = crate::sharing::load(run, options.transfer_ns, &mut notices)?;
+    if sharing.is_none() && captured(&meta, "sharing") {
+        notices.push(Notice("this run was recorded for sharing but holds no results (sharing/*.json): the program was not built with `contend cc`, or did not exit normally".into()));
+    }
+    Ok(Run {
+        meta,
+        summary,
+        activity,
+        locks,
+        mpi,
+        sharing,
+        notices,
+    })
+}
+
+/// Why a run recorded with `--mpi` has no rank traces.
+fn no_rank_traces(run: &Path) -> String {
+    let refused = std::fs::read_dir(run)
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with("mpi-refused-"))
+                .count()
+        })
+        .unwrap_or(0);
+    if refused > 0 {
+        format!("this run was recorded with --mpi but holds no rank traces: {refused} rank(s) refused the MPI wrapper, built for another MPI than the one they loaded (`unavailable` above says which)")
+    } else {
+        "this run was recorded with --mpi but holds no rank traces: the ranks did not call MPI_Init with the wrapper loaded (see the notes printed by contend record)".into()
+    }
+}
+
+/// What `contend report DIR` explains: a `contend scale` directory's model (its scale.json),
+/// else the recorded run.
+pub fn open_any(dir: &Path, options: &Options) -> Result<Explained, Error> {
+    if crate::scale::is_scale_dir(dir) {
+        return Ok(Explained::Scale(Box::new(crate::scale::load(dir)?)));
+    }
+    Ok(Explained::Run(Box::new(open(dir, options)?)))
+}
