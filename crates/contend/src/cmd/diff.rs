@@ -126,7 +126,7 @@ fn load(path: &Path) -> anyhow::Result<serde_json::Value> {
             let run = explain::open(path, &explain::Options::default())
                 .map_err(|e| bad_input(e.to_string()))?;
             for notice in &run.notices {
-                eprintln!("contend: note: {notice}");
+                crate::ui::note(notice);
             }
             Ok(serde_json::to_value(&run)?)
         } else if explain::scale::is_scale_dir(path) {
@@ -176,7 +176,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         )));
     }
     for g in &unmatched {
-        eprintln!("contend: note: --metric {g} matches no metric");
+        crate::ui::note(format_args!("--metric {g} matches no metric"));
     }
 
     let format = if args.json {
@@ -204,13 +204,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         match f {
             Finding::Crossed { .. } => {
                 crossed += 1;
-                eprintln!("contend: bound crossed: {line}");
+                crate::ui::status(format_args!("bound crossed: {line}"));
             }
             _ if args.fail_if_missing => {
                 crossed += 1;
-                eprintln!("contend: bound crossed: {line} (--fail-if-missing)");
+                crate::ui::status(format_args!("bound crossed: {line} (--fail-if-missing)"));
             }
-            _ => eprintln!("contend: note: {line} (--fail-if-missing to fail on it)"),
+            _ => crate::ui::note(format_args!("{line} (--fail-if-missing to fail on it)")),
         }
     }
     if crossed > 0 {

@@ -166,7 +166,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let explained =
         explain::open_any(&args.run, &args.options()).map_err(|e| bad_input(e.to_string()))?;
     for notice in explained.notices() {
-        eprintln!("contend: note: {notice}");
+        crate::ui::note(notice);
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&explained)?);
@@ -222,7 +222,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(dir) = &args.sharing.sharing_svg {
         match &loaded.sharing {
             Some(s) => write_strips(s, dir, args.sharing.sharing_top)?,
-            None => eprintln!("contend: note: --sharing-svg: this run has no sharing results"),
+            None => crate::ui::note("--sharing-svg: this run has no sharing results"),
         }
     }
     if let (Some(path), Some(a)) = (&args.timeline, &loaded.activity) {
@@ -237,9 +237,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         );
         std::fs::write(path, report::activity::timeline_svg(&a.view, &title))
             .map_err(|e| bad_input(format!("cannot write {}: {e}", path.display())))?;
-        eprintln!("contend: wrote {}", path.display());
+        crate::ui::status(format_args!("wrote {}", path.display()));
     } else if args.timeline.is_some() {
-        eprintln!("contend: note: --timeline: this run has no service-time samples (record it without --interval 0)");
+        crate::ui::note(
+            "--timeline: this run has no service-time samples (record it without --interval 0)",
+        );
     }
     if let Some(path) = &args.locks.perfetto {
         let name = loaded
@@ -269,17 +271,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 )
             })?;
         let written = export::perfetto::write(&timeline, create(path)?)?;
-        eprintln!(
-            "contend: wrote {} slices, {} flows and {} counter tracks to {} (open in ui.perfetto.dev)",
+        crate::ui::status(format_args!(
+            "wrote {} slices, {} flows and {} counter tracks to {} (open in ui.perfetto.dev)",
             written.slices,
             written.flows,
             written.counters,
             path.display()
-        );
+        ));
     }
     if let Some(l) = &loaded.locks {
         for note in report::locks::unmatched_notes(&l.report) {
-            eprintln!("contend: note: {note}");
+            crate::ui::note(note);
         }
         write_lock_exports(&l.report, &l.naming, &args.locks)?;
     }
@@ -304,12 +306,12 @@ fn write_lock_exports(
     let profile = report::lock_exports::profile(r, naming);
     if let Some(path) = &args.pprof {
         export::pprof::write(&profile, create(path)?)?;
-        eprintln!(
-            "contend: wrote a lock-contention profile of {} call site(s) to {} (go tool pprof -top {})",
+        crate::ui::status(format_args!(
+            "wrote a lock-contention profile of {} call site(s) to {} (go tool pprof -top {})",
             profile.samples.len(),
             path.display(),
             path.display()
-        );
+        ));
     }
     if let Some(dir) = &args.histograms {
         std::fs::create_dir_all(dir)
@@ -324,7 +326,7 @@ fn write_lock_exports(
             let svg = report::lock_exports::wait_histogram(r, l.lock, naming);
             std::fs::write(&path, svg)
                 .map_err(|e| bad_input(format!("cannot write {}: {e}", path.display())))?;
-            eprintln!("contend: wrote {}", path.display());
+            crate::ui::status(format_args!("wrote {}", path.display()));
         }
     }
     if let Some(path) = &args.folded {
@@ -352,10 +354,10 @@ fn write_strips(
         std::fs::write(&path, svg)
             .map_err(|e| bad_input(format!("cannot write {}: {e}", path.display())))?;
     }
-    eprintln!(
-        "contend: wrote {} heat strip(s) into {}",
+    crate::ui::status(format_args!(
+        "wrote {} heat strip(s) into {}",
         strips.len(),
         dir.display()
-    );
+    ));
     Ok(())
 }

@@ -33,7 +33,7 @@ pub fn report(args: ReportArgs) -> anyhow::Result<()> {
     let loaded = explain::sharing::load(&args.run, args.transfer_ns, &mut notices)
         .map_err(|e| bad_input(e.to_string()))?;
     for notice in &notices {
-        eprintln!("contend: note: {notice}");
+        crate::ui::note(notice);
     }
     let Some(loaded) = loaded else {
         return Err(bad_input(format!(
@@ -74,10 +74,10 @@ fn write_strips(loaded: &explain::sharing::Sharing, dir: &Path, top: usize) -> a
         std::fs::write(&path, svg)
             .map_err(|e| bad_input(format!("cannot write {}: {e}", path.display())))?;
     }
-    eprintln!(
-        "contend: wrote {} heat strip(s) into {}",
+    crate::ui::status(format_args!(
+        "wrote {} heat strip(s) into {}",
         strips.len(),
         dir.display()
-    );
+    ));
     Ok(())
 }
