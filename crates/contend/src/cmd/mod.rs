@@ -8,7 +8,6 @@ pub mod c2c;
 pub mod cc;
 pub mod demo;
 pub mod diff;
-pub mod interfere;
 pub mod mpi_runs;
 pub mod record;
 pub mod report;

@@ -198,7 +198,7 @@ fn concurrency(run: &Path) -> Option<BTreeMap<u32, Concurrency>> {
         .max()
         .unwrap_or(0);
     let [start, end] = meta.monotonic_span.unwrap_or([0, last_sample]);
-    let pus = meta.topology["pus"].as_array().map(|p| p.len() as u32);
+    let pus = meta.online_cpus();
     let cpus = meta.cpus.as_ref().map(|c| c.len() as u32).or(pus);
     Some(analysis::concurrency::per_process(
         &analysis::concurrency::Recorded {
@@ -242,18 +242,9 @@ fn histories(
 
 /// CPU → node from the run's meta.json topology (`pus[].cpu`, `pus[].node`).
 fn node_of_cpu(run: &Path) -> std::collections::BTreeMap<u32, u32> {
-    let mut out = std::collections::BTreeMap::new();
-    let Ok((_, meta)) = trace::rundir::RunDir::open(run) else {
-        return out;
-    };
-    if let Some(pus) = meta.topology["pus"].as_array() {
-        for pu in pus {
-            if let (Some(cpu), Some(node)) = (pu["cpu"].as_u64(), pu["node"].as_u64()) {
-                out.insert(cpu as u32, node as u32);
-            }
-        }
-    }
-    out
+    trace::rundir::RunDir::open(run)
+        .map(|(_, meta)| meta.node_of_cpu())
+        .unwrap_or_default()
 }
 
 /// Names every line (the heap block or global it lies in) and every code address of `process`.
