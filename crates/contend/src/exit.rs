@@ -27,10 +27,14 @@ pub fn bad_input(msg: impl Into<String>) -> anyhow::Error {
 
 /// Prints `contend: error: ...` (with causes on one line) and picks the exit code.
 pub fn report_error(e: &anyhow::Error) -> ExitCode {
-    let code = if e.chain().any(|c| c.is::<BadInput>()) {
-        EXIT_BAD_INPUT
-    } else {
-        EXIT_FAILED
+    use recorder::RecordError;
+    let recorded = e.chain().find_map(|c| c.downcast_ref::<RecordError>());
+    let code = match recorded {
+        // The shell's codes for a program that could not start: 126, 127.
+        Some(RecordError::CouldNotStart(s)) => u8::try_from(s.exit_code()).unwrap_or(EXIT_FAILED),
+        Some(RecordError::BadInput(_)) => EXIT_BAD_INPUT,
+        _ if e.chain().any(|c| c.is::<BadInput>()) => EXIT_BAD_INPUT,
+        _ => EXIT_FAILED,
     };
     let mut msg = e.to_string();
     for cause in e.chain().skip(1) {

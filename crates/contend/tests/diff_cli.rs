@@ -425,6 +425,7 @@ fn lock_run(root: &Path, name: &str, hold_ns: u64) -> PathBuf {
             events: n,
             dropped: 0,
             name: String::new(),
+            role: Some(trace::StreamRole::Lock),
         });
     }
     run.write_meta(&meta).unwrap();

@@ -59,6 +59,7 @@ fn make_run(root: &Path) -> PathBuf {
             events: n,
             dropped: 0,
             name: String::new(),
+            role: Some(trace::StreamRole::Lock),
         });
     }
     run.write_meta(&meta).unwrap();

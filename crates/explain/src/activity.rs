@@ -4,10 +4,13 @@
 use crate::error::{damaged, Error};
 use trace::StreamFile;
 
-/// Streams written by the sampler (`observe::sampler`), not the lock probe.
-pub fn is_sampler_stream(file: &str) -> bool {
-    let name = file.rsplit('/').next().unwrap_or(file);
-    name.starts_with("sched-") || name == "system.cst"
+/// Streams written by the sampler (`observe::sampler`), not the lock probe: by the role
+/// meta.json gives them (or their name, for a stream it does not list).
+pub fn is_sampler_stream(meta: &trace::Meta, file: &str) -> bool {
+    matches!(
+        meta.role_of(file),
+        trace::layout::StreamRole::Sampler | trace::layout::StreamRole::System
+    )
 }
 
 /// The sampler's streams, decoded, and their view.
@@ -49,7 +52,7 @@ pub(crate) fn sampler_threads(
 ) -> Result<SamplerThreads, Error> {
     let mut threads = Vec::new();
     let mut states = Vec::new();
-    for (file, mapped) in streams.iter().filter(|(f, _)| is_sampler_stream(f)) {
+    for (file, mapped) in streams.iter().filter(|(f, _)| is_sampler_stream(meta, f)) {
         let stream = mapped
             .parse()
             .map_err(|e| damaged(format!("{file}: {e}")))?;
@@ -78,10 +81,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sampler_streams_are_told_by_name() {
-        assert!(is_sampler_stream("streams/sched-12.cst"));
-        assert!(is_sampler_stream("system.cst"));
-        assert!(!is_sampler_stream("streams/thread-12.cst"));
-        assert!(!is_sampler_stream("streams/rank-0.cst"));
+    fn sampler_streams_are_told_by_role_or_by_name_when_unlisted() {
+        let mut meta = trace::Meta::new(vec!["prog".into()]);
+        // Unlisted streams: the names each recorder has always written.
+        assert!(is_sampler_stream(&meta, "streams/sched-12.cst"));
+        assert!(is_sampler_stream(&meta, "streams/system.cst"));
+        assert!(!is_sampler_stream(&meta, "streams/thread-12.cst"));
+        assert!(!is_sampler_stream(&meta, "streams/rank-0.cst"));
+        // A listed stream's role wins over its name.
+        meta.streams.push(trace::meta::StreamEntry {
+            file: "streams/sched-odd.cst".into(),
+            kind: trace::format::StreamKind::Thread,
+            pid: 1,
+            tid: 1,
+            rank: None,
+            events: 0,
+            dropped: 0,
+            name: String::new(),
+            role: Some(trace::StreamRole::Lock),
+        });
+        assert!(!is_sampler_stream(&meta, "streams/sched-odd.cst"));
     }
 }

@@ -121,8 +121,3 @@ pub fn to_json<T: serde::Serialize>(value: &T) -> Result<serde_json::Value, serd
     json::with_schema_version(value)
 }
 
-/// Whether the run says it captured `what` (`locks`, `schedstat`, `mpi`, `sharing`): the one
-/// place that reads meta.json's `captured` tags.
-pub fn captured(meta: &trace::Meta, what: &str) -> bool {
-    meta.captured.iter().any(|c| c == what)
-}

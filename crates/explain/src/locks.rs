@@ -35,7 +35,7 @@ pub(crate) fn lock_report(
     // Only the lock probe's streams: the sampler's (`sched-*`, `system`) carry no lock events
     // and count another clock.
     let lock_streams = streams.iter().filter(|(file, _)| {
-        !crate::activity::is_sampler_stream(file) && !crate::mpi::is_rank_stream(file)
+        meta.role_of(file) == trace::layout::StreamRole::Lock
     });
     for (file, mapped) in lock_streams {
         // Already validated when opened; a second parse of a mapped file costs a few ns per event.

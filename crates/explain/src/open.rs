@@ -1,7 +1,8 @@
 //! [`open`]: a run directory read once, every stream validated, each section analysed.
 
 use crate::error::{damaged, Error};
-use crate::{captured, Explained, Notice, Options, Run};
+use trace::Captured;
+use crate::{Explained, Notice, Options, Run};
 use report::run_summary::{RunSummary, StreamSummary};
 use std::path::Path;
 use trace::{RunDir, StreamFile};
@@ -37,7 +38,7 @@ pub fn open(run: &Path, options: &Options) -> Result<Run, Error> {
     for file in &files {
         let path = dir.path().join(file);
         let shown = format!("{run_name}/{file}");
-        if crate::mpi::is_rank_stream(file) && !path.exists() {
+        if crate::mpi::is_rank_stream(&meta, file) && !path.exists() {
             note(format!("{shown} is listed in meta.json but not there (moved, or written on another host): give the directory that holds it with --mpi-from"));
             continue;
         }
@@ -72,7 +73,7 @@ pub fn open(run: &Path, options: &Options) -> Result<Run, Error> {
             summary.events_dropped
         ));
     }
-    let locks = if captured(&meta, "locks") {
+    let locks = if meta.has(Captured::Locks) {
         Some(crate::locks::lock_report(
             dir.path(),
             &meta,
@@ -83,17 +84,17 @@ pub fn open(run: &Path, options: &Options) -> Result<Run, Error> {
     } else {
         None
     };
-    let activity = if captured(&meta, "schedstat") {
+    let activity = if meta.has(Captured::Schedstat) {
         Some(crate::activity::activity(&meta, &mapped_streams)?)
     } else {
         None
     };
     let mpi = crate::mpi::mpi(run, options, &mut notices)?;
-    if mpi.is_none() && captured(&meta, "mpi") {
+    if mpi.is_none() && meta.has(Captured::Mpi) {
         notices.push(Notice(no_rank_traces(run)));
     }
     let sharing = crate::sharing::load(run, options.transfer_ns, &mut notices)?;
-    if sharing.is_none() && captured(&meta, "sharing") {
+    if sharing.is_none() && meta.has(Captured::Sharing) {
         notices.push(Notice("this run was recorded for sharing but holds no results (sharing/*.json): the program was not built with `contend cc`, or did not exit normally".into()));
     }
     Ok(Run {

@@ -139,7 +139,7 @@ fn concurrency(run: &Path, notices: &mut Vec<Notice>) -> Option<BTreeMap<u32, Co
     let sampling = meta.sampling.as_ref()?;
     let mut streams = Vec::new();
     for file in dir.stream_files().ok()? {
-        if !crate::activity::is_sampler_stream(&file) {
+        if !crate::activity::is_sampler_stream(&meta, &file) {
             continue;
         }
         match trace::StreamFile::open(&dir.path().join(&file)) {
@@ -178,7 +178,7 @@ fn concurrency(run: &Path, notices: &mut Vec<Notice>) -> Option<BTreeMap<u32, Co
         .max()
         .unwrap_or(0);
     let [start, end] = meta.monotonic_span.unwrap_or([0, last_sample]);
-    let pus = meta.topology["pus"].as_array().map(|p| p.len() as u32);
+    let pus = meta.online_cpus();
     let cpus = meta.cpus.as_ref().map(|c| c.len() as u32).or(pus);
     Some(analysis::concurrency::per_process(
         &analysis::concurrency::Recorded {
@@ -220,20 +220,11 @@ fn histories(
         .collect()
 }
 
-/// CPU → node from the run's meta.json topology (`pus[].cpu`, `pus[].node`).
+/// CPU → node from the run's meta.json topology.
 fn node_of_cpu(run: &Path) -> std::collections::BTreeMap<u32, u32> {
-    let mut out = std::collections::BTreeMap::new();
-    let Ok((_, meta)) = trace::rundir::RunDir::open(run) else {
-        return out;
-    };
-    if let Some(pus) = meta.topology["pus"].as_array() {
-        for pu in pus {
-            if let (Some(cpu), Some(node)) = (pu["cpu"].as_u64(), pu["node"].as_u64()) {
-                out.insert(cpu as u32, node as u32);
-            }
-        }
-    }
-    out
+    trace::rundir::RunDir::open(run)
+        .map(|(_, meta)| meta.node_of_cpu())
+        .unwrap_or_default()
 }
 
 /// Names every line (the heap block or global it lies in) and every code address of `process`.

@@ -174,6 +174,7 @@ impl RingDrainer {
                 events,
                 dropped,
                 name: thread_name,
+                role: Some(trace::StreamRole::Lock),
             });
             drop(r.map);
             let _ = std::fs::remove_file(self.rings_dir.join(&name));

@@ -148,7 +148,7 @@ pub fn program_of(command: &[String], launcher: Launcher) -> Option<PathBuf> {
         if a.starts_with('-') || a.contains('=') {
             return None;
         }
-        which(a).filter(|p| is_executable(p))
+        which(a).filter(|p| crate::which::is_executable(p))
     })
 }
 
@@ -381,21 +381,14 @@ pub fn refusals(run_dir: &Path) -> Vec<String> {
     out
 }
 
+/// As [`crate::which`], but a path is taken when it is a file at all (a launcher given by path
+/// that is not executable is then refused by the launch, with the system's reason).
 fn which(name: &str) -> Option<PathBuf> {
     if name.contains('/') {
         let p = PathBuf::from(name);
         return p.is_file().then_some(p);
     }
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join(name))
-            .find(|p| is_executable(p))
-    })
-}
-
-fn is_executable(p: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    crate::which(name)
 }
 
 fn is_root() -> bool {

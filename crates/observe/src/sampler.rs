@@ -592,7 +592,8 @@ impl State {
             return false;
         };
         let header = Self::header(StreamKind::Thread, pid, tid, ts);
-        let Some((mut writer, file)) = self.open(&format!("sched-{tid}"), &header) else {
+        let Some((mut writer, file)) = self.open(&trace::layout::sampler_stream(tid), &header)
+        else {
             return true;
         };
         // A thread already there when an attached recording starts is a baseline (aux 1);
@@ -761,6 +762,7 @@ impl State {
             events,
             dropped,
             name: t.name,
+            role: Some(trace::StreamRole::Sampler),
         });
     }
 
@@ -786,7 +788,7 @@ impl State {
         };
         if self.system.is_none() {
             let header = Self::header(StreamKind::System, self.root, 0, ts);
-            self.system = self.open("system", &header);
+            self.system = self.open(trace::layout::SYSTEM_STREAM, &header);
         }
         if let Some((w, _)) = self.system.as_mut() {
             w.push(
@@ -822,6 +824,7 @@ impl State {
                 events,
                 dropped,
                 name: String::new(),
+                role: Some(trace::StreamRole::System),
             });
         }
         self.done.sort_by(|a, b| a.file.cmp(&b.file));

@@ -98,7 +98,7 @@ impl RunSummary {
                 hz: meta.clock.hz,
                 calibration_points: meta.clock.calibration.len(),
             },
-            captured: meta.captured.clone(),
+            captured: meta.captured.iter().map(|c| c.to_string()).collect(),
             unavailable: meta.unavailable.clone(),
             // Saturating: the counts come from files, which may be hostile.
             events: streams.iter().fold(0u64, |a, s| a.saturating_add(s.events)),

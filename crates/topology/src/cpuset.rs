@@ -1,7 +1,7 @@
 //! CPU sets in the two forms the kernel prints them: lists (`0-3,8,10-11`) and hex masks
 //! (`00000000,0000ff0f`, 32-bit words, most significant first).
 
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::BTreeSet;
 use std::fmt;
 use std::str::FromStr;
@@ -220,6 +220,14 @@ impl fmt::Debug for CpuSet {
 impl Serialize for CpuSet {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&self.to_list())
+    }
+}
+
+/// Read back from the list string (`""` is the empty set).
+impl<'de> Deserialize<'de> for CpuSet {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<CpuSet, D::Error> {
+        let text = String::deserialize(d)?;
+        CpuSet::parse_list(&text).map_err(serde::de::Error::custom)
     }
 }
 

@@ -14,7 +14,7 @@ mod sysfs;
 pub use cpuset::{CpuSet, CpuSetError};
 pub use synthetic::SYNTHETIC_GRAMMAR;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// Why a topology could not be built.
@@ -29,7 +29,7 @@ pub enum TopologyError {
 }
 
 /// Where the facts came from.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Source {
     /// This machine's own `/sys` and `/proc`.
@@ -40,7 +40,7 @@ pub enum Source {
     Synthetic { spec: String },
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Machine {
     /// `model name` (x86), `cpu` (POWER) or the core names (Arm) from /proc/cpuinfo.
     pub model: Option<String>,
@@ -48,7 +48,7 @@ pub struct Machine {
     pub arch: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Package {
     /// `physical_package_id`; `None` where the kernel does not expose it (-1) and packages were
     /// derived from `core_siblings`.
@@ -56,7 +56,7 @@ pub struct Package {
     pub cpus: CpuSet,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Die {
     /// Index into [`Topology::packages`].
     pub package: usize,
@@ -66,13 +66,13 @@ pub struct Die {
 
 /// A group of cores sharing something below the package (an L2 on Intel E-cores, a cluster on
 /// Arm); from `cluster_cpus`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Cluster {
     pub os_id: Option<i64>,
     pub cpus: CpuSet,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Core {
     /// Index into [`Topology::packages`].
     pub package: usize,
@@ -84,7 +84,7 @@ pub struct Core {
     pub kind: Option<usize>,
 }
 
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
 pub struct Pu {
     /// The OS CPU number.
     pub cpu: u32,
@@ -96,7 +96,7 @@ pub struct Pu {
     pub node: Option<u32>,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[serde(rename_all = "snake_case")]
 pub enum CacheKind {
     Data,
@@ -114,7 +114,7 @@ impl CacheKind {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Cache {
     pub level: u8,
     pub kind: CacheKind,
@@ -132,7 +132,7 @@ impl Cache {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Node {
     pub id: u32,
     /// Online CPUs of this node.
@@ -151,7 +151,7 @@ impl Node {
 }
 
 /// A kind of core on a hybrid machine (P/E cores, big/little).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct CoreKind {
     pub name: String,
     pub cpus: CpuSet,
@@ -160,7 +160,7 @@ pub struct CoreKind {
 }
 
 /// Orders in which CPUs are handed out to threads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FillOrder {
     /// All hardware threads of a core, then the next core: SMT siblings are used first.
@@ -188,38 +188,72 @@ impl std::str::FromStr for FillOrder {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+// Fields other than `source` and `online` default when absent, so that a topology recorded
+// by an older contend (meta.json) still reads.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Topology {
     pub source: Source,
+    #[serde(default)]
     pub machine: Machine,
     /// `cpu/possible` and `cpu/present` where the kernel has them.
+    #[serde(default)]
     pub possible: Option<CpuSet>,
+    #[serde(default)]
     pub present: Option<CpuSet>,
     pub online: CpuSet,
     /// CPUs that have a `cpuN` directory but are offline.
+    #[serde(default)]
     pub offline: CpuSet,
+    #[serde(default)]
     pub packages: Vec<Package>,
     /// Empty where the kernel has no `die_id`.
+    #[serde(default)]
     pub dies: Vec<Die>,
     /// Empty where the kernel has no `cluster_cpus`.
+    #[serde(default)]
     pub clusters: Vec<Cluster>,
+    #[serde(default)]
     pub cores: Vec<Core>,
     /// One per online CPU, ascending by CPU number.
+    #[serde(default)]
     pub pus: Vec<Pu>,
+    #[serde(default)]
     pub caches: Vec<Cache>,
     /// Online NUMA nodes, ascending by id (ids may be sparse).
+    #[serde(default)]
     pub nodes: Vec<Node>,
     /// `distances[i][j]` from `nodes[i]` to `nodes[j]` (ACPI SLIT units, 10 = local); `None`
     /// when the kernel gave no usable matrix.
+    #[serde(default)]
     pub distances: Option<Vec<Vec<u32>>>,
     /// Non-empty only on hybrid machines (more than one kind found).
+    #[serde(default)]
     pub core_kinds: Vec<CoreKind>,
     /// Inconsistencies found while reading and how they were resolved.
+    #[serde(default)]
     pub notes: Vec<String>,
 }
 
+/// A topology with its counts: what `contend topo --json` prints and what meta.json keeps
+/// under `topology` (the counts first, then every fact at the same level).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Described {
+    pub summary: Summary,
+    #[serde(flatten)]
+    pub topology: Topology,
+}
+
+impl Described {
+    pub fn of(topology: Topology) -> Described {
+        Described {
+            summary: topology.summary(),
+            topology,
+        }
+    }
+}
+
 /// Counts, for headers and `--json`.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Summary {
     pub packages: usize,
     pub dies: usize,

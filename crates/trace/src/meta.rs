@@ -1,7 +1,8 @@
 //! `meta.json`: what a run is (command, host, clock, topology), what was captured, what was
 //! unavailable and why, and the streams with their counts. Field-by-field in docs/formats.md §1.
 
-use serde::{Deserialize, Serialize};
+use crate::layout::{Captured, StreamRole};
+use serde::{Deserialize, Deserializer, Serialize};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Major schema version: a reader rejects a newer major version. Fields added within a major
@@ -24,13 +25,14 @@ pub struct Meta {
     pub ended: Option<Timestamp>,
     #[serde(default)]
     pub host: Host,
-    /// The machine's topology as `contend topo --json` prints it (null if not recorded).
-    #[serde(default)]
-    pub topology: serde_json::Value,
+    /// The machine's topology as `contend topo --json` prints it (null if not recorded, or if
+    /// what was recorded does not read as a topology: a run is not refused for it).
+    #[serde(default, deserialize_with = "topology_or_none")]
+    pub topology: Option<topology::Described>,
     pub clock: Clock,
     /// What this run recorded, e.g. `"mark"`, `"locks"`, `"schedstat"`.
     #[serde(default)]
-    pub captured: Vec<String>,
+    pub captured: Vec<Captured>,
     /// What was asked for or usually recorded but could not be, with the reason.
     #[serde(default)]
     pub unavailable: Vec<Unavailable>,
@@ -305,6 +307,26 @@ pub struct StreamEntry {
     /// The thread's name as it was when the stream ended (empty if unknown).
     #[serde(default)]
     pub name: String,
+    /// Which recorder wrote it; absent in runs recorded before roles were (see [`Self::role`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<StreamRole>,
+}
+
+impl StreamEntry {
+    /// The stream's role: as recorded, else inferred from its file name and kind.
+    pub fn role(&self) -> StreamRole {
+        self.role
+            .unwrap_or_else(|| StreamRole::infer(&self.file, self.kind))
+    }
+}
+
+/// A recorded topology, or `None` for null or for one that does not read (an older or damaged
+/// description must not make the whole run unreadable).
+fn topology_or_none<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<topology::Described>, D::Error> {
+    let value = serde_json::Value::deserialize(d)?;
+    Ok(serde_json::from_value(value).ok())
 }
 
 impl Meta {
@@ -317,11 +339,11 @@ impl Meta {
                 version: env!("CARGO_PKG_VERSION").into(),
             },
             command,
-            recorded_by: std::env::args().collect(),
+            recorded_by: Vec::new(),
             started: Timestamp::now(),
             ended: None,
             host: Host::this(),
-            topology: serde_json::Value::Null,
+            topology: None,
             clock: Clock {
                 source: crate::format::ClockSource::Monotonic,
                 hz: 1_000_000_000,
@@ -342,6 +364,46 @@ impl Meta {
             sharing: None,
             interference: None,
         }
+    }
+
+    /// Whether the run recorded `what`.
+    pub fn has(&self, what: Captured) -> bool {
+        self.captured.contains(&what)
+    }
+
+    /// Records that the run captured `what` (once).
+    pub fn capture(&mut self, what: Captured) {
+        if !self.has(what.clone()) {
+            self.captured.push(what);
+        }
+    }
+
+    /// The streams of one role, in meta.json's order.
+    pub fn streams_with(&self, role: StreamRole) -> impl Iterator<Item = &StreamEntry> + '_ {
+        self.streams.iter().filter(move |s| s.role() == role)
+    }
+
+    /// The role of the stream `file` (relative to the run directory): as meta.json lists it,
+    /// else inferred from its name (a stream meta.json does not list).
+    pub fn role_of(&self, file: &str) -> StreamRole {
+        self.streams.iter().find(|s| s.file == file).map_or_else(
+            || StreamRole::infer(file, crate::format::StreamKind::Thread),
+            StreamEntry::role,
+        )
+    }
+
+    /// How many CPUs the recorded machine had online (its topology's PUs), if recorded.
+    pub fn online_cpus(&self) -> Option<u32> {
+        self.topology.as_ref().map(|t| t.topology.pus.len() as u32)
+    }
+
+    /// The NUMA node of each online CPU of the recorded machine (empty if not recorded).
+    pub fn node_of_cpu(&self) -> std::collections::BTreeMap<u32, u32> {
+        self.topology
+            .iter()
+            .flat_map(|t| &t.topology.pus)
+            .filter_map(|pu| Some((pu.cpu, pu.node?)))
+            .collect()
     }
 
     /// Parses meta.json text, rejecting a newer major schema with a message that says so.

@@ -89,6 +89,7 @@ fn a_hostile_meta_cannot_point_outside_the_run() {
             events: 0,
             dropped: 0,
             name: String::new(),
+            role: None,
         });
         let err = Meta::from_json(&serde_json::to_string(&meta).unwrap()).unwrap_err();
         assert!(
@@ -114,4 +115,52 @@ fn stream_files_lists_only_streams_sorted() {
         run.stream_files().unwrap(),
         ["streams/a.cst", "streams/t10.cst", "streams/t2.cst"]
     );
+}
+
+/// The committed fixture runs were recorded before stream roles, typed `captured` and the
+/// typed topology: they still load, their roles are inferred from the file names, and they
+/// write back the same JSON value.
+#[test]
+fn recorded_fixtures_load_typed_and_write_back_the_same() {
+    use trace::{Captured, StreamRole};
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/runs");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&root).unwrap().flatten() {
+        let path = entry.path().join("meta.json");
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        seen += 1;
+        let meta = Meta::from_json(&text).unwrap();
+        let topo = meta
+            .topology
+            .as_ref()
+            .expect("fixtures record the topology");
+        assert_eq!(
+            topo.summary.pus,
+            topo.topology.pus.len(),
+            "{}",
+            path.display()
+        );
+        assert_eq!(meta.online_cpus(), Some(topo.topology.pus.len() as u32));
+        let original: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let written = serde_json::to_value(&meta).unwrap();
+        assert_eq!(written, original, "{}", path.display());
+        for s in &meta.streams {
+            let name = s.file.rsplit('/').next().unwrap();
+            let want = if name.starts_with("sched-") {
+                StreamRole::Sampler
+            } else if name == "system.cst" {
+                StreamRole::System
+            } else if name.starts_with("rank-") {
+                StreamRole::MpiRank
+            } else {
+                StreamRole::Lock
+            };
+            assert_eq!(s.role(), want, "{}", s.file);
+        }
+        let locks = meta.streams_with(StreamRole::Lock).count();
+        assert_eq!(meta.has(Captured::Locks), locks > 0, "{}", path.display());
+    }
+    assert!(seen >= 4, "fixtures found in {}", root.display());
 }

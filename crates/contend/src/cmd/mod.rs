@@ -5,7 +5,6 @@ pub mod c2c;
 pub mod cc;
 pub mod demo;
 pub mod diff;
-pub mod interfere;
 pub mod record;
 pub mod report;
 pub mod scale;

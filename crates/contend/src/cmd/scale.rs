@@ -3,16 +3,12 @@
 //! into one directory; then the Tudor & Teo model of where the speed-up went (memory/hardware
 //! contention vs other dependencies), as the thesis's General Metrics Gathering tool did.
 
-use super::record::counters_wanted;
 use crate::exit::bad_input;
 use analysis::activity::{self, Configuration, WorkPoint, WorkUnit};
 use analysis::stats::Spread;
 use indicatif::{ProgressBar, ProgressStyle};
-use observe::launch::{self, Plan};
-use observe::sampler::SamplerOptions;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use trace::meta::Meta;
 use trace::RunDir;
 
 #[derive(clap::Args)]
@@ -195,7 +191,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let (order, cores_per_socket, numa) = (planned.order, planned.cores_per_socket, planned.numa);
     let plan = planned.counts;
     let probe = if args.locks {
-        Some(super::record::find_probe()?)
+        Some(recorder::find_probe()?)
     } else {
         None
     };
@@ -309,52 +305,33 @@ fn one_run(
     sched_trace: bool,
     repeat: u32,
 ) -> anyhow::Result<RunResult> {
-    let run = RunDir::create(&root.join(name)).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let mut meta = Meta::new(command.to_vec());
-    meta.recorded_by = std::env::args().collect();
-    meta.cpus = Some(cpus.to_vec());
-    meta.captured.push("schedstat".into());
-    if probe.is_some() {
-        meta.captured.push("locks".into());
-    }
-    run.write_meta(&meta).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let outcome = launch::run(Plan {
-        command,
-        run: &run,
-        locks: probe.map(|p| launch::LockOptions {
-            probe: p.to_path_buf(),
-            ring_kib: 4096,
-            sample_every: 1,
-            alloc_sites: false,
-        }),
-        poll: Duration::from_millis(1),
-        sampling: Some(SamplerOptions {
-            interval,
-            attached: false,
-            follow_children: true,
+    let recorded = recorder::record(
+        &recorder::RecordOptions {
+            command: command.to_vec(),
+            output: root.join(name),
+            recorded_by: std::env::args().collect(),
+            interval: Some(interval),
             sched_trace,
-        }),
-        cpus: Some(cpus.to_vec()),
-        capture_output: true,
-        env: vec![("OMP_NUM_THREADS".into(), m.to_string())],
-        counters: counters_wanted(),
-    })
-    .map_err(|e| match e {
-        launch::LaunchError::Spawn { ref source, .. } => {
-            // As the shell and `contend record`: 126 not executable, 127 not found.
-            let code = if source.kind() == std::io::ErrorKind::PermissionDenied {
-                126
-            } else {
-                127
-            };
-            eprintln!("contend: error: {e}");
-            std::process::exit(code);
-        }
-        other => anyhow::Error::new(other),
-    })?;
-    super::record::fill_meta(&mut meta, &outcome, Some(interval), false);
-    meta.streams = outcome.streams;
-    run.write_meta(&meta).map_err(|e| anyhow::anyhow!("{e}"))?;
+            placement: recorder::Placement {
+                chosen: Some(cpus.to_vec()),
+                ..recorder::Placement::default()
+            },
+            locks: probe.map(|p| recorder::Locks {
+                probe: Some(p.to_path_buf()),
+                ..recorder::Locks::default()
+            }),
+            capture_output: true,
+            env: vec![("OMP_NUM_THREADS".into(), m.to_string())],
+            ..recorder::RecordOptions::default()
+        },
+        // Of many runs, only what the sampler says is worth repeating.
+        &mut |n| {
+            if n.about == recorder::About::Sampling {
+                eprintln!("contend: {n}");
+            }
+        },
+    )?;
+    let (run, meta, outcome) = (recorded.run, recorded.meta, recorded.outcome);
     let counted = |name: &str| {
         outcome
             .counters
