@@ -7,6 +7,7 @@ mod args;
 mod cmd;
 mod examples;
 mod exit;
+mod output;
 mod ui;
 
 use clap::{Parser, Subcommand};

@@ -12,7 +12,6 @@ pub fn note(msg: impl Display) {
 }
 
 /// Something that may make the result wrong (`contend: warning: …`).
-#[allow(dead_code)] // TEMP until the record commands use it
 pub fn warning(msg: impl Display) {
     eprintln!("contend: warning: {msg}");
 }
@@ -25,6 +24,15 @@ pub fn status(msg: impl Display) {
 /// One error line (`contend: error: …`), for errors reported before the command fails.
 pub fn error(msg: impl Display) {
     eprintln!("contend: error: {msg}");
+}
+
+/// A notice of the recorder, at its level.
+pub fn recorder_notice(n: &recorder::Notice) {
+    match n.level {
+        recorder::Level::Info => status(&n.text),
+        recorder::Level::Note => note(&n.text),
+        recorder::Level::Warning => warning(&n.text),
+    }
 }
 
 /// A progress bar of `len` steps of `unit` ("runs", "repetitions"), with room for a message.

@@ -120,4 +120,3 @@ impl serde::Serialize for Explained {
 pub fn to_json<T: serde::Serialize>(value: &T) -> Result<serde_json::Value, serde_json::Error> {
     json::with_schema_version(value)
 }
-

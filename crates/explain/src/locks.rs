@@ -34,9 +34,9 @@ pub(crate) fn lock_report(
     let mut input = analysis::locks::LockInput::default();
     // Only the lock probe's streams: the sampler's (`sched-*`, `system`) carry no lock events
     // and count another clock.
-    let lock_streams = streams.iter().filter(|(file, _)| {
-        meta.role_of(file) == trace::layout::StreamRole::Lock
-    });
+    let lock_streams = streams
+        .iter()
+        .filter(|(file, _)| meta.role_of(file) == trace::layout::StreamRole::Lock);
     for (file, mapped) in lock_streams {
         // Already validated when opened; a second parse of a mapped file costs a few ns per event.
         let stream = mapped

@@ -1,10 +1,10 @@
 //! [`open`]: a run directory read once, every stream validated, each section analysed.
 
 use crate::error::{damaged, Error};
-use trace::Captured;
 use crate::{Explained, Notice, Options, Run};
 use report::run_summary::{RunSummary, StreamSummary};
 use std::path::Path;
+use trace::Captured;
 use trace::{RunDir, StreamFile};
 
 /// A recorded run directory (`contend record`'s, `contend c2c record`'s), explained.

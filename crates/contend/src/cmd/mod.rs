@@ -8,6 +8,5 @@ pub mod diff;
 pub mod record;
 pub mod report;
 pub mod scale;
-pub mod sharing;
 pub mod topo;
 pub mod where_;

@@ -221,7 +221,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     if let Some(dir) = &args.sharing.sharing_svg {
         match &loaded.sharing {
-            Some(s) => write_strips(s, dir, args.sharing.sharing_top)?,
+            Some(s) => crate::output::write_strips(s, dir, args.sharing.sharing_top)?,
             None => crate::ui::note("--sharing-svg: this run has no sharing results"),
         }
     }
@@ -337,27 +337,5 @@ fn write_lock_exports(
         };
         export::folded::write(&profile, &options, create(path)?)?;
     }
-    Ok(())
-}
-
-/// `line-N.svg` for the top lines of the sharing section.
-fn write_strips(
-    sharing: &explain::sharing::Sharing,
-    dir: &std::path::Path,
-    top: usize,
-) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir)
-        .map_err(|e| bad_input(format!("cannot create {}: {e}", dir.display())))?;
-    let strips = sharing.strips(top);
-    for (name, svg) in &strips {
-        let path = dir.join(name);
-        std::fs::write(&path, svg)
-            .map_err(|e| bad_input(format!("cannot write {}: {e}", path.display())))?;
-    }
-    crate::ui::status(format_args!(
-        "wrote {} heat strip(s) into {}",
-        strips.len(),
-        dir.display()
-    ));
     Ok(())
 }

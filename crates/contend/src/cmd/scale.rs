@@ -6,7 +6,6 @@
 use crate::exit::bad_input;
 use analysis::activity::{self, Configuration, WorkPoint, WorkUnit};
 use analysis::stats::Spread;
-use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use trace::RunDir;
@@ -179,13 +178,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut notes = Vec::new();
     if !args.command.iter().any(|a| a.contains("{threads}")) {
         let note = "the command has no {threads} placeholder: only OMP_NUM_THREADS is set to the thread count".to_string();
-        eprintln!("contend: note: {note}");
+        crate::ui::note(&note);
         notes.push(note);
     }
     let machine = topology::Topology::live()?;
     let planned = plan_runs(&machine, args.fill, &args.threads, &args.cores).map_err(bad_input)?;
     for note in &planned.notes {
-        eprintln!("contend: note: {note}");
+        crate::ui::note(note);
         notes.push(note.clone());
     }
     let (order, cores_per_socket, numa) = (planned.order, planned.cores_per_socket, planned.numa);
@@ -202,16 +201,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .iter()
         .map(|(_, c)| c.len() as u64 * u64::from(args.repeat + args.warmup))
         .sum();
-    let bar = ProgressBar::new(total);
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} runs  {msg}",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    if args.json {
-        bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
-    }
+    let bar = crate::ui::progress_bar(total, "runs");
     let interval = Duration::from_secs_f64(args.interval / 1000.0);
     let mut runs = Vec::new();
     for (m, counts) in &plan {
@@ -241,12 +231,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 bar.inc(1);
                 if let Some(code) = result.exit_status.filter(|&c| c != 0) {
                     bar.abandon();
-                    eprintln!(
-                        "contend: error: {} exited with status {code} in {} (its output is in {}/{name}/stderr.txt); stopping",
-                        command[0],
+                    crate::ui::error(format_args!("{} exited with status {code} in {} (its output is in {}/{name}/stderr.txt); stopping", command[0],
                         name,
-                        root.path().display()
-                    );
+                        root.path().display()));
                     std::process::exit(code);
                 }
                 if counted {
@@ -281,14 +268,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .unwrap_or_else(|| root.path().join("speedup.svg"));
         std::fs::write(&path, report::scale::speedup_svg(&result_view(&result)))
             .map_err(|e| bad_input(format!("cannot write {}: {e}", path.display())))?;
-        eprintln!("contend: wrote {}", path.display());
+        crate::ui::status(format_args!("wrote {}", path.display()));
     }
-    eprintln!(
-        "contend: {} runs kept in {} (scale.json; `contend report {}/RUN` for one run)",
+    crate::ui::status(format_args!(
+        "{} runs kept in {} (scale.json; `contend report {}/RUN` for one run)",
         result.runs.len(),
         root.path().display(),
         root.path().display()
-    );
+    ));
     Ok(())
 }
 
@@ -327,7 +314,7 @@ fn one_run(
         // Of many runs, only what the sampler says is worth repeating.
         &mut |n| {
             if n.about == recorder::About::Sampling {
-                eprintln!("contend: {n}");
+                crate::ui::recorder_notice(&n);
             }
         },
     )?;
@@ -344,7 +331,7 @@ fn one_run(
     let explained = explain::open(run.path(), &explain::Options::default())
         .map_err(|e| bad_input(e.to_string()))?;
     for notice in &explained.notices {
-        eprintln!("contend: note: {notice}");
+        crate::ui::note(notice);
     }
     let Some(activity) = explained.activity.as_ref().map(|a| &a.view) else {
         anyhow::bail!(

@@ -1,7 +1,9 @@
 //! `contend c2c record|report`: cache-line sharing (false and true sharing), perf c2c's job.
 //!
 //! `record` and `import` are the recorder's (`recorder::sharing`: the back ends, the check that
-//! a program is instrumented, perf.data files); `report` is `cmd::sharing::report`.
+//! a program is instrumented, perf.data files); `report` is in `report.rs` (`explain::sharing`, rendered by `report::sharing`).
+
+mod report;
 
 use std::path::PathBuf;
 
@@ -21,7 +23,7 @@ enum Command {
     /// Show the shared cache lines of a run: perf c2c's line table and per-line distribution.
     ///
     /// Example: `contend c2c report`, `contend c2c report contend.data.1 --json`.
-    Report(super::sharing::ReportArgs),
+    Report(report::ReportArgs),
     /// Read the memory samples of a perf.data file (`perf c2c record` or `perf mem record` on
     /// a machine with Intel PEBS or AMD IBS) into a run directory, for `contend c2c report`.
     ///
@@ -116,13 +118,13 @@ fn parse_line(s: &str) -> Result<u32, String> {
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args.command {
         Command::Record(a) => record(a),
-        Command::Report(a) => super::sharing::report(a),
+        Command::Report(a) => report::report(a),
         Command::Import(a) => import(a),
     }
 }
 
 fn tell(n: recorder::Notice) {
-    eprintln!("contend: {n}");
+    crate::ui::recorder_notice(&n);
 }
 
 fn import(args: ImportArgs) -> anyhow::Result<()> {

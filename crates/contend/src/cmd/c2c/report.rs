@@ -3,7 +3,7 @@
 //! printed as JSON.
 
 use crate::exit::bad_input;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// Options of `contend c2c report`.
 #[derive(clap::Args, Debug, Clone)]
@@ -59,25 +59,7 @@ pub fn report(args: ReportArgs) -> anyhow::Result<()> {
         );
     }
     if let Some(dir) = &args.svg {
-        write_strips(&loaded, dir, args.top)?;
+        crate::output::write_strips(&loaded, dir, args.top)?;
     }
-    Ok(())
-}
-
-/// `line-N.svg` for the top lines.
-fn write_strips(loaded: &explain::sharing::Sharing, dir: &Path, top: usize) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir)
-        .map_err(|e| bad_input(format!("cannot create {}: {e}", dir.display())))?;
-    let strips = loaded.strips(top);
-    for (name, svg) in &strips {
-        let path = dir.join(name);
-        std::fs::write(&path, svg)
-            .map_err(|e| bad_input(format!("cannot write {}: {e}", path.display())))?;
-    }
-    crate::ui::status(format_args!(
-        "wrote {} heat strip(s) into {}",
-        strips.len(),
-        dir.display()
-    ));
     Ok(())
 }
