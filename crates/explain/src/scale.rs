@@ -3,7 +3,7 @@
 //! SCALE_DIR` and `contend diff`).
 
 use crate::error::{damaged, Error};
-use analysis::activity::{self, Configuration, ScalingModel, WorkUnit};
+use analysis::activity::{self, Configuration, ScalingModel, WorkPoint, WorkUnit};
 use analysis::stats::Spread;
 use serde::Serialize;
 use std::path::Path;
@@ -144,5 +144,181 @@ impl ScaleResult {
                 .collect(),
             notes: r.notes.iter().map(String::as_str).collect(),
         }
+    }
+}
+
+/// How a scale experiment was run: what the model needs besides the runs.
+#[derive(Debug, Clone)]
+pub struct Experiment {
+    pub command: Vec<String>,
+    pub repeat: u32,
+    pub warmup: u32,
+    pub interval_ns: u64,
+    /// The fill order's name (`SocketFirst`, ...).
+    pub fill: String,
+    pub cores_per_socket: u32,
+    pub numa: bool,
+    /// Each thread count with its core counts.
+    pub plan: Vec<(u32, Vec<u32>)>,
+    /// The CPUs in the order they were handed out (n cores: the first n).
+    pub order: Vec<u32>,
+}
+
+/// The model of a scale experiment from its counted runs: each configuration's medians and
+/// spreads, and per thread count the Tudor & Teo model against the one-core baseline, μ and
+/// L (eq. 3.6) and, on NUMA machines, δ (eq. 3.7). What cannot be fitted is said in `missing`.
+pub fn model(experiment: &Experiment, runs: Vec<RunResult>, mut notes: Vec<String>) -> ScaleResult {
+    let Experiment {
+        plan,
+        order,
+        cores_per_socket,
+        numa,
+        ..
+    } = experiment;
+    let (cores_per_socket, numa) = (*cores_per_socket, *numa);
+    let mut configurations = Vec::new();
+    let mut thread_counts = Vec::new();
+    for (m, counts) in plan {
+        let mut configs: Vec<Configuration> = Vec::new();
+        for &n in counts {
+            let these: Vec<&RunResult> = runs
+                .iter()
+                .filter(|r| r.threads == *m && r.cores == n)
+                .collect();
+            let pick =
+                |f: fn(&RunResult) -> f64| -> Vec<f64> { these.iter().map(|r| f(r)).collect() };
+            let elapsed = Spread::of_or_nan(&pick(|r| r.elapsed_ns));
+            let active = Spread::of_or_nan(&pick(|r| r.active_threads));
+            let waiting = Spread::of_or_nan(&pick(|r| r.runq_wait_ns / r.elapsed_ns.max(1.0)));
+            let service = Spread::of_or_nan(&pick(|r| r.service_ns));
+            let lock_waits: Vec<f64> = these.iter().filter_map(|r| r.lock_wait_ns).collect();
+            let coverage: Vec<f64> = these.iter().filter_map(|r| r.coverage_pct).collect();
+            if let Some(c) = Spread::of(&coverage).map(|s| s.min).filter(|&c| c < 90.0) {
+                notes.push(format!(
+                    "{m} threads on {n} core(s): the samples cover only {c:.0} % of the program's CPU time in one run: A is underestimated (a longer run, or --interval 1)"
+                ));
+            }
+            // Cycles only if every run of the configuration counted them.
+            let unit = if these.iter().all(|r| r.unit == WorkUnit::Cycles) && !these.is_empty() {
+                WorkUnit::Cycles
+            } else {
+                WorkUnit::OnCpuNs
+            };
+            // One unit per configuration: cycles only when every run counted them.
+            let work = if unit == WorkUnit::Cycles {
+                Spread::of_or_nan(&pick(|r| r.work))
+            } else {
+                Spread::of_or_nan(&pick(|r| r.cpu_ns))
+            };
+            let optional = |f: fn(&RunResult) -> Option<f64>| {
+                let v: Vec<f64> = these.iter().filter_map(|r| f(r)).collect();
+                (v.len() == these.len())
+                    .then(|| Spread::of(&v).map(|s| s.median))
+                    .flatten()
+            };
+            let configuration = Configuration {
+                threads: *m,
+                cores: n,
+                elapsed_ns: elapsed.median,
+                service_ns: service.median,
+                active_threads: active.median,
+                work: work.median,
+                unit,
+                llc_misses: optional(|r| r.llc_misses),
+                llc_references: optional(|r| r.llc_references),
+                lock_wait_ns: Spread::of(&lock_waits).map(|s| s.median),
+            };
+            configs.push(configuration.clone());
+            configurations.push(ConfigurationResult {
+                threads: *m,
+                cores: n,
+                cpus: order[..n as usize].to_vec(),
+                elapsed_ns: elapsed,
+                work,
+                active_threads: active,
+                waiting_threads: waiting,
+                modelled_active_threads: Spread::of(
+                    &these
+                        .iter()
+                        .filter_map(|r| r.modelled_active_threads)
+                        .collect::<Vec<_>>(),
+                )
+                .map(|s| s.median),
+                configuration,
+            });
+        }
+        let mut missing = Vec::new();
+        let baseline = configs.iter().find(|c| c.cores == 1);
+        let mut models = Vec::new();
+        match baseline {
+            None => missing.push(format!(
+                "{m} threads: no one-core run, so no baseline U = C(1): add 1 to --cores"
+            )),
+            Some(b) => {
+                for c in configs.iter().filter(|c| c.cores != 1) {
+                    match activity::scaling_model(b, c) {
+                        Ok(model) => models.push(model),
+                        Err(e) => missing.push(format!("{m} threads on {} cores: {e}", c.cores)),
+                    }
+                }
+                if models.is_empty() && *m > 1 {
+                    missing.push(format!(
+                        "{m} threads: no run on more than one core to compare with the baseline"
+                    ));
+                }
+            }
+        }
+        let points: Vec<WorkPoint> = configs.iter().map(WorkPoint::from).collect();
+        // One thread has no contention to model.
+        let memory_queue = match activity::memory_queue(&points) {
+            Ok(q) => Some(q),
+            Err(e) => {
+                if *m > 1 {
+                    missing.push(format!("{m} threads: μ and L (eq. 3.6): {e}"));
+                }
+                None
+            }
+        };
+        let numa_delta = if numa {
+            match activity::numa_delta(&points, cores_per_socket) {
+                Ok(d) => Some(d),
+                Err(e) => {
+                    missing.push(format!("{m} threads: δ (eq. 3.7): {e}"));
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        thread_counts.push(ThreadCountModel {
+            threads: *m,
+            models,
+            memory_queue,
+            numa: numa_delta,
+            missing,
+        });
+    }
+    let unit = if !configurations.is_empty()
+        && configurations
+            .iter()
+            .all(|c| c.configuration.unit == WorkUnit::Cycles)
+    {
+        WorkUnit::Cycles
+    } else {
+        WorkUnit::OnCpuNs
+    };
+    ScaleResult {
+        command: experiment.command.clone(),
+        unit,
+        repeat: experiment.repeat,
+        warmup: experiment.warmup,
+        interval_ns: experiment.interval_ns,
+        fill: experiment.fill.clone(),
+        cores_per_socket,
+        numa,
+        runs,
+        configurations,
+        thread_counts,
+        notes,
     }
 }

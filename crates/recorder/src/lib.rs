@@ -18,6 +18,7 @@ pub mod mpi;
 pub mod notice;
 pub mod placement;
 pub mod probe;
+pub mod scale;
 pub mod sharing;
 
 pub use error::{CouldNotStart, RecordError};
