@@ -7,14 +7,13 @@
 //! Needs Open MPI and MPICH (`apt-get install openmpi-bin libopenmpi-dev mpich libmpich-dev`,
 //! which scripts/test.sh runs as root).
 
-use mpi_exits::{exits, spreads, Exits};
+use crate::common::mpi::{exits, spreads, Exits};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 const CONTEND: &str = env!("CARGO_BIN_EXE_contend");
 
-mod mpi_exits;
 
 struct Mpi {
     name: &'static str,

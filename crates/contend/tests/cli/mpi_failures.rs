@@ -26,7 +26,7 @@ use std::process::{Command, Output};
 
 const CONTEND: &str = env!("CARGO_BIN_EXE_contend");
 
-mod mpi_exits;
+use crate::common::mpi as mpi_exits;
 
 struct Mpi {
     /// As the wrapper and contend name it.

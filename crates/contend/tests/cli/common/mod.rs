@@ -1,0 +1,3 @@
+//! What the CLI tests share.
+
+pub mod mpi;
