@@ -1,10 +1,10 @@
 #!/bin/sh
-# Records the run directories under fixtures/runs/ that crates/contend/tests/fixtures_cli.rs
+# Records the run directories under fixtures/runs/ that crates/contend/tests/cli/fixtures.rs
 # replays: `contend report` (and `contend c2c report`) on each must print exactly what
 # fixtures/runs/NAME/expected/ holds, so that moving the loading and report code (issue 17)
 # cannot change a report unnoticed. Re-record only when a change of the recorded format needs
 # it; a deliberate change of a report's output only needs
-#   UPDATE_GOLDEN=1 cargo test -p contend --test fixtures_cli
+#   UPDATE_GOLDEN=1 cargo test -p contend --test cli fixtures::
 #
 # usage: scripts/record-fixtures.sh [NAME...]     (default: all of them)
 #   CONTEND: the contend executable (default: this checkout's target/release/contend or
@@ -162,4 +162,4 @@ for n in $wanted; do
     esac
 done
 echo "total: $(du -sk "$out" | cut -f1) KB in $out"
-echo "now write the reports they give: UPDATE_GOLDEN=1 cargo test -p contend --test fixtures_cli"
+echo "now write the reports they give: UPDATE_GOLDEN=1 cargo test -p contend --test cli fixtures::"

@@ -2,7 +2,7 @@
 //! line, written in inline assembly so the compiler can neither elide nor rewrite it (ccont's C
 //! loops were: `inc` on a stack copy, `test_bit` compiled to `ret`, `set_bit` without `lock`,
 //! memset64 collapsed to one store). Each loop is its own `#[inline(never)]` function named
-//! `burn_<op>`, so a disassembler finds it (crates/contend/tests/bench_disasm.rs checks them).
+//! `burn_<op>`, so a disassembler finds it (crates/contend/tests/cli/bench_disasm.rs checks them).
 
 use serde::Serialize;
 

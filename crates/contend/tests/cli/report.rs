@@ -1,17 +1,10 @@
 //! `contend report` on run directories built with the trace writer: a good run is summarised;
 //! damaged ones are refused with one line and exit code 2.
 
+use crate::common::contend;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use trace::meta::{Meta, StreamEntry};
 use trace::{ClockSource, EventKind, Header, Record, RunDir, StreamKind, StreamWriter};
-
-fn contend(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_contend"))
-        .args(args)
-        .output()
-        .unwrap()
-}
 
 /// A run with two thread streams: `t1` closed with 300 marks, `t2` cut after 100 (no trailer).
 fn make_run(root: &Path) -> PathBuf {

@@ -1,41 +1,17 @@
 //! The bundled example with known amounts of each kind of memory, seen through `contend where`,
 //! and the demo as a whole.
 
+use crate::common::{build, serial, KillOnDrop, CONTEND};
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-
-const CONTEND: &str = env!("CARGO_BIN_EXE_contend");
-
-fn example_source(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../../examples/{name}.c"))
-}
-
-fn build(name: &str, dir: &Path) -> PathBuf {
-    let exe = dir.join(name);
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let status = Command::new(&cc)
-        .args(["-O2", "-pthread", "-o"])
-        .arg(&exe)
-        .arg(example_source(name))
-        .status()
-        .unwrap_or_else(|e| panic!("running {cc}: {e} (install gcc)"));
-    assert!(status.success(), "building {name}");
-    exe
-}
-
-struct Killed(Child);
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use std::path::Path;
+use std::process::{Command, Stdio};
 
 #[test]
 fn where_finds_the_memory_the_example_made_resident() {
     let dir = tempfile::tempdir().unwrap();
-    let exe = build("threads_memory", dir.path());
+    let Some(exe) = build("examples/threads_memory.c", dir.path()) else {
+        return;
+    };
     let mut child = Command::new(&exe)
         .arg("30")
         .stdout(Stdio::piped())
@@ -45,7 +21,7 @@ fn where_finds_the_memory_the_example_made_resident() {
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    let child = Killed(child);
+    let child = KillOnDrop(child);
     assert!(line.starts_with("ready"), "{line}");
     let pid = child.0.id().to_string();
 
@@ -105,6 +81,8 @@ fn where_finds_the_memory_the_example_made_resident() {
 
 #[test]
 fn demo_runs_every_section_and_cleans_up() {
+    // The demo loads every CPU on purpose: no measuring test may run beside it.
+    let _one_at_a_time = serial();
     let out = Command::new(CONTEND).arg("demo").output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(

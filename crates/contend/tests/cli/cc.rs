@@ -2,54 +2,14 @@
 //! `contend c2c record`, end to end with gcc and clang and the real sharing runtime
 //! (`crates/sharing`, built here with `cargo build -p sharing` when it is not beside contend).
 
+use crate::common::{meta, repo, sharing_runtime, text, CONTEND};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::OnceLock;
-
-const CONTEND: &str = env!("CARGO_BIN_EXE_contend");
-
-fn repo(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .join(rel)
-}
-
-/// The real sharing runtime, built once with cargo (the same profile as contend), where
-/// `contend cc` looks for it: beside the contend executable.
-fn runtime() -> &'static Path {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let exe_dir = Path::new(CONTEND).parent().unwrap().to_path_buf();
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut cmd = Command::new(cargo);
-        cmd.args(["build", "-q", "-p", "sharing"])
-            .current_dir(repo(""));
-        if exe_dir.file_name().is_some_and(|n| n == "release") {
-            cmd.arg("--release");
-        }
-        let out = cmd.output().expect("running cargo build -p sharing");
-        assert!(
-            out.status.success(),
-            "cargo build -p sharing failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let candidates = [
-            exe_dir.join("libcontend_sharing.so"),
-            exe_dir.join("deps/libcontend_sharing.so"),
-        ];
-        candidates
-            .iter()
-            .filter(|p| p.is_file())
-            .max_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())
-            .cloned()
-            .unwrap_or_else(|| panic!("no libcontend_sharing.so in {}", exe_dir.display()))
-    })
-}
 
 /// Runs contend in `dir`, with the runtime found the way a user's contend finds it.
 fn contend(args: &[&str], dir: &Path) -> Output {
-    runtime();
+    sharing_runtime();
     Command::new(CONTEND)
         .args(args)
         .current_dir(dir)
@@ -57,10 +17,6 @@ fn contend(args: &[&str], dir: &Path) -> Output {
         .env_remove("CONTEND_CC")
         .output()
         .unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 fn ok(out: &Output, what: &str) -> String {
@@ -136,7 +92,7 @@ fn assert_instrumented(exe: &Path, objects: &[&Path]) {
         "{} needs libtsan: {needed:?}",
         exe.display()
     );
-    let rt_dir = std::fs::canonicalize(runtime().parent().unwrap()).unwrap();
+    let rt_dir = std::fs::canonicalize(sharing_runtime().parent().unwrap()).unwrap();
     assert!(
         runpath.split(':').any(|p| Path::new(p) == rt_dir),
         "run path {runpath:?} does not name {}",
@@ -520,10 +476,6 @@ fn build_example(name: &str, d: &Path) -> PathBuf {
         &format!("building {name}"),
     );
     exe
-}
-
-fn meta(run: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(run.join("meta.json")).unwrap()).unwrap()
 }
 
 #[test]

@@ -2,18 +2,8 @@
 //! cell's plan, the one-node note, and bad input. The placement itself is tested on NUMA
 //! fixture machines in crates/bench/src/numa.rs.
 
+use crate::common::{contend, text};
 use serde_json::Value;
-use std::process::{Command, Output};
-
-const CONTEND: &str = env!("CARGO_BIN_EXE_contend");
-
-fn contend(args: &[&str]) -> Output {
-    Command::new(CONTEND).args(args).output().unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 fn nodes_with_cpus() -> usize {
     std::fs::read_dir("/sys/devices/system/node")

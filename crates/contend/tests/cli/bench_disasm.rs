@@ -4,7 +4,6 @@
 //! pointer it was given (the first argument, %rdi, or a register copied from it), never the
 //! stack. ccont's own loops failed exactly these checks; `the_checker_catches_cconts_bugs` feeds
 //! it listings with those bugs to show it would.
-#![cfg(target_arch = "x86_64")]
 
 use std::collections::HashSet;
 use std::process::Command;

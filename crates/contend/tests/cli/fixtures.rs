@@ -11,11 +11,9 @@
 //! directory and runs contend there on the relative name `NAME`, which is also the run name
 //! the report prints (an absolute temporary path would differ at each run).
 
+use crate::common::contend_in;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
-const CONTEND: &str = env!("CARGO_BIN_EXE_contend");
 
 /// Where the maps of a fixture put every module that is not one of its own programs.
 const ABSENT: &str = "/nonexistent-contend-fixture/";
@@ -76,11 +74,7 @@ fn staged(name: &str) -> tempfile::TempDir {
 /// `contend ARGS` in `dir`: its stdout, after checking that it succeeded and that no note says
 /// a fixture's own program could not be used for names.
 fn contend(dir: &Path, args: &[&str]) -> Vec<u8> {
-    let out = Command::new(CONTEND)
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
+    let out = contend_in(dir, args);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success(),
@@ -211,7 +205,7 @@ fn golden(name: &str, args: &[&str], golden: &str) {
     let read = |f: &Path| {
         std::fs::read(f).unwrap_or_else(|e| {
             panic!(
-                "{}: {e}: write it with UPDATE_GOLDEN=1 cargo test -p contend --test fixtures_cli",
+                "{}: {e}: write it with UPDATE_GOLDEN=1 cargo test -p contend --test cli fixtures::",
                 f.display()
             )
         })

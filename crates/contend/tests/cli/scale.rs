@@ -3,58 +3,8 @@
 //! result read back by `contend report`, and the bad-input messages. Tolerances are for a
 //! noisy 2-CPU machine and compare quantities of the same run, never absolute times.
 
+use crate::common::{build, contend, serial, text, two_cpus};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-const CONTEND: &str = env!("CARGO_BIN_EXE_contend");
-
-/// Builds an example, or `None`: no `cc` (a visible skip, a failure under CI).
-fn build(src: &str, dir: &Path) -> Option<PathBuf> {
-    if !testkit::require_command("cc", "gcc") {
-        return None;
-    }
-    let name = Path::new(src)
-        .file_stem()
-        .unwrap()
-        .to_string_lossy()
-        .into_owned();
-    let exe = dir.join(&name);
-    let source = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .join(src);
-    let status = Command::new("cc")
-        .args(["-O2", "-g", "-pthread", "-o"])
-        .arg(&exe)
-        .arg(&source)
-        .status()
-        .unwrap_or_else(|e| panic!("running cc: {e} (install gcc)"));
-    assert!(status.success(), "building {src}");
-    Some(exe)
-}
-
-fn contend(args: &[&str]) -> Output {
-    Command::new(CONTEND).args(args).output().unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// The tests time programs on a 2-CPU machine: one at a time.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn two_cpus() -> bool {
-    // SAFETY: sysconf has no preconditions.
-    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
-    if n < 2 {
-        testkit::skip(&format!("needs 2 CPUs, this machine has {n}"));
-    }
-    n >= 2
-}
 
 /// The model of m threads on m cores from a scale.json.
 fn model(scale: &Value, m: u64) -> &Value {

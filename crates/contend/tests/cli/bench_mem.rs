@@ -3,24 +3,9 @@
 //! the built binary's disassembly (and the plain ones without); the generator holding a
 //! requested rate below the machine's maximum; the bad-input lines. Ratios only.
 
+use crate::common::{contend, serial, text, CONTEND};
 use serde_json::Value;
-use std::process::{Command, Output};
-
-const CONTEND: &str = env!("CARGO_BIN_EXE_contend");
-
-fn contend(args: &[&str]) -> Output {
-    Command::new(CONTEND).args(args).output().unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// Bandwidth tests on a 2-CPU machine: one at a time.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
+use std::process::Command;
 
 #[test]
 fn stream_validates_over_arrays_four_times_the_llc() {

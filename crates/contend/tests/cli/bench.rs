@@ -3,27 +3,10 @@
 //! run, never an absolute time), ccont's maps on a synthetic 2-node machine, bad input refused
 //! before anything runs, and every output format.
 
+use crate::common::{contend, serial, text, CONTEND};
 use serde_json::Value;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Output};
-
-/// The tests that measure take this first: run side by side they would steal each other's CPUs.
-static MEASURING: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn measuring() -> std::sync::MutexGuard<'static, ()> {
-    MEASURING.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn contend(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_contend"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 /// Two CPUs this test may run on, on different cores where there are (hardware threads of one
 /// core would share its pipeline and slow even `idle` down), or None on a one-CPU machine.
@@ -115,7 +98,7 @@ fn ratio_against_idle(json: &Value, op: &str) -> (Option<f64>, usize, usize) {
 /// they would otherwise take turns with the hog. The kernel's RT throttling (95 % of each
 /// second by default) still leaves the rest of the machine some CPU.
 fn contend_ahead_of_others(args: &[&str]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_contend"));
+    let mut cmd = Command::new(CONTEND);
     cmd.args(args);
     // SAFETY: only sched_setscheduler between fork and exec; a refusal is ignored on purpose
     // (the precondition check in the test says whether the threads overlapped anyway).
@@ -131,7 +114,7 @@ fn contend_ahead_of_others(args: &[&str]) -> Output {
 
 #[test]
 fn contended_ops_cost_more_on_two_cpus_and_uncontended_ones_do_not() {
-    let _one_at_a_time = measuring();
+    let _one_at_a_time = serial();
     let Some((a, b)) = two_cpus() else { return };
     let cpus = format!("{a},{b}");
     let mut last = String::new();
@@ -304,7 +287,7 @@ fn bad_input_is_refused_before_anything_runs_one_line_each() {
 #[test]
 fn a_cpu_outside_the_affinity_mask_is_refused() {
     let Some((a, b)) = two_cpus() else { return };
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_contend"));
+    let mut cmd = Command::new(CONTEND);
     cmd.args(["bench", "atomic", "--op", "xadd", "--load", "one", "--cpus"])
         .arg(format!("{a},{b}"));
     // SAFETY: only sched_setaffinity between fork and exec.
@@ -327,7 +310,7 @@ fn a_cpu_outside_the_affinity_mask_is_refused() {
 
 #[test]
 fn a_two_node_pattern_on_a_one_node_machine_runs_what_it_can() {
-    let _one_at_a_time = measuring();
+    let _one_at_a_time = serial();
     let t = topology::Topology::live().unwrap();
     if t.nodes.iter().filter(|n| !n.cpus.is_empty()).count() != 1 {
         testkit::skip("this machine has more than one node with CPUs");
@@ -353,7 +336,7 @@ fn a_two_node_pattern_on_a_one_node_machine_runs_what_it_can() {
 
 #[test]
 fn latency_matrix_in_every_format() {
-    let _one_at_a_time = measuring();
+    let _one_at_a_time = serial();
     let Some((a, b)) = two_cpus() else { return };
     let dir = tempfile::tempdir().unwrap();
     let svg = dir.path().join("latency.svg");
@@ -408,7 +391,7 @@ fn latency_matrix_in_every_format() {
 
 #[test]
 fn the_atomic_table_and_plot() {
-    let _one_at_a_time = measuring();
+    let _one_at_a_time = serial();
     let Some((a, _)) = two_cpus() else { return };
     let dir = tempfile::tempdir().unwrap();
     let svg = dir.path().join("atomic.svg");

@@ -2,10 +2,9 @@
 //! the program on CPUs it does not use, and meta.json says what it did; `contend diff` then
 //! compares the run with one made without it (the thesis's tables 4.6/4.7).
 
+use crate::common::{serial, CONTEND};
 use serde_json::Value;
 use std::process::Command;
-
-const CONTEND: &str = env!("CARGO_BIN_EXE_contend");
 
 fn online_cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -24,6 +23,8 @@ fn busy() -> [String; 3] {
 
 #[test]
 fn the_generator_runs_beside_the_program_and_diff_compares() {
+    // The generator loads memory on purpose: no measuring test may run beside it.
+    let _one_at_a_time = serial();
     if online_cpus() < 2 {
         testkit::skip("one CPU: no room for a generator beside the program");
         return;
@@ -72,7 +73,7 @@ fn the_generator_runs_beside_the_program_and_diff_compares() {
     );
     let rate = i["achieved_gb_s"].as_f64().unwrap();
     // That a target is held (to 10 %, against a flat-out run in the same conditions) is
-    // bench_mem_cli's check; here only that the generator really ran during the program.
+    // bench_mem.rs's check; here only that the generator really ran during the program.
     // How fast depends on the CPU it gets (beside a CPU hog and other builds it reached
     // 0.14 GB/s), so the checks are what load cannot change: it moved memory, and its rate
     // limit never let it exceed the target (it sleeps until each 64 KiB chunk is due, so it

@@ -14,38 +14,13 @@
 //! was reached the planted lines are required; when not, the report must say the verdict is
 //! unknown (never "no sharing found"), and the test says so on stderr.
 
+use crate::common::{repo, serial, sharing_runtime, text, CONTEND};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const CONTEND: &str = env!("CARGO_BIN_EXE_contend");
-
-fn repo(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .join(rel)
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// The sharing runtime, built with the profile contend was built with, beside contend.
-fn build_runtime() {
-    let exe_dir = Path::new(CONTEND).parent().unwrap();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.args(["build", "-q", "-p", "sharing"])
-        .current_dir(repo(""));
-    if exe_dir.file_name().is_some_and(|n| n == "release") {
-        cmd.arg("--release");
-    }
-    let out = cmd.output().unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
-}
-
 fn build_examples(compiler: &str, out: &Path) {
-    build_runtime();
+    sharing_runtime();
     let status = Command::new("sh")
         .arg(repo("examples/sharing/build.sh"))
         .arg(out)
@@ -379,12 +354,6 @@ fn check(what: &str, result: Result<(), String>) {
     if let Err(e) = result {
         panic!("{what}: {e}");
     }
-}
-
-/// One test at a time: each needs both CPUs for its threads to overlap.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn every_planted_case(compiler: &str) {

@@ -2,26 +2,11 @@
 //! prints, every format, `--fail-if` exit codes, refused inputs, and two run directories built
 //! with the trace writer.
 
+use crate::common::{assert_one_line_error, contend, stderr, stdout};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use trace::meta::{Meta, StreamEntry};
 use trace::{ClockSource, EventKind, Header, ObjectKind, Record, RunDir, StreamKind, StreamWriter};
-
-fn contend(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_contend"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8(o.stdout.clone()).unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8(o.stderr.clone()).unwrap()
-}
 
 /// A report as `contend report --json` prints it, with the numbers that matter set.
 fn report(wait_ns: u64, events: u64, counter_wait_ns: u64, duration_s: f64) -> Value {
@@ -270,18 +255,6 @@ fn a_bound_on_a_missing_metric_is_a_note_unless_asked_to_fail() {
     let out = contend(&["diff", &a, &c, "--fail-if", "no.such.metric>+5%"]);
     assert_eq!(out.status.code(), Some(0));
     assert!(stderr(&out).contains("no metric matches `no.such.metric`"));
-}
-
-fn assert_one_line_error(out: &Output, code: i32, needles: &[&str]) {
-    assert_eq!(out.status.code(), Some(code), "{}", stderr(out));
-    let err = stderr(out);
-    let lines: Vec<&str> = err.lines().collect();
-    assert_eq!(lines.len(), 1, "not one line: {err}");
-    assert!(lines[0].starts_with("contend: error: "), "{err}");
-    for n in needles {
-        assert!(lines[0].contains(n), "{n:?} not in {err}");
-    }
-    assert!(out.stdout.is_empty());
 }
 
 #[test]

@@ -1,9 +1,50 @@
-//! The `exits:` lines the MPI examples print (examples/mpi/README.md), shared by the MPI tests:
-//! when each rank left the barrier starting each round, and how long it spent in the rounds'
-//! barriers, which bound how much scheduling on a loaded machine can move a planted wait.
+//! The two MPIs the MPI tests run every example with, and the `exits:` lines the MPI examples
+//! print (examples/mpi/README.md): when each rank left the barrier starting each round, and
+//! how long it spent in the rounds' barriers, which bound how much scheduling on a loaded
+//! machine can move a planted wait.
 
-// Each test binary that includes this module uses a different part of it.
-#![allow(dead_code)]
+/// An MPI implementation as Debian installs it beside the other (its tools carry a suffix).
+pub struct Mpi {
+    /// As the wrapper and contend name it.
+    pub name: &'static str,
+    pub mpicc: &'static str,
+    pub mpif90: &'static str,
+    /// The Debian packages that provide it (scripts/test.sh installs them).
+    pub packages: &'static str,
+    /// The launcher and the options each job gets.
+    pub launcher: &'static [&'static str],
+}
+
+pub const OPEN_MPI: Mpi = Mpi {
+    name: "Open MPI",
+    mpicc: "mpicc.openmpi",
+    mpif90: "mpif90.openmpi",
+    packages: "openmpi-bin libopenmpi-dev",
+    // 4 ranks on 2 CPUs need --oversubscribe; run-as-root is handled by contend.
+    launcher: &[
+        "mpirun.openmpi",
+        "--oversubscribe",
+        "--mca",
+        "btl",
+        "self,vader",
+    ],
+};
+
+pub const MPICH: Mpi = Mpi {
+    name: "MPICH",
+    mpicc: "mpicc.mpich",
+    mpif90: "mpif90.mpich",
+    packages: "mpich libmpich-dev",
+    launcher: &["mpirun.mpich"],
+};
+
+/// The MPI (its compiler and launcher) is installed (true); missing, the test fails under CI
+/// and is skipped visibly elsewhere (false: the caller returns).
+pub fn require(mpi: &Mpi) -> bool {
+    [mpi.mpicc, mpi.launcher[0]]
+        .iter()
+        .all(|tool| testkit::require_command(tool, mpi.packages))
+}
 
 /// One rank's `exits:` line (examples/mpi).
 #[derive(Debug)]

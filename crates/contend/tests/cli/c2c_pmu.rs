@@ -6,16 +6,11 @@
 //! agree with contend line by line. The record path is exercised with a stand-in `perf` that
 //! runs the program and leaves that file, on a sysfs that claims PEBS.
 
+use crate::common::{text, CONTEND};
 use observe::perfmem::writer::scenario::{self, FALSE_LINE, PID, QUIET_LINE, TRUE_LINE};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
-
-const CONTEND: &str = env!("CARGO_BIN_EXE_contend");
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 fn report_json(run: &Path) -> Value {
     let out = Command::new(CONTEND)

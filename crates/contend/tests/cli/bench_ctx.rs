@@ -3,25 +3,10 @@
 //! mid-run taking the ring down without leaving processes behind. No absolute times: only
 //! signs and ratios of figures from one run.
 
+use crate::common::{contend, serial, text, CONTEND};
 use serde_json::Value;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-const CONTEND: &str = env!("CARGO_BIN_EXE_contend");
-
-fn contend(args: &[&str]) -> Output {
-    Command::new(CONTEND).args(args).output().unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// Benchmarks time things: one at a time.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 #[test]
 fn a_ring_of_two_at_size_zero_gives_the_overhead_line_and_a_positive_switch() {

@@ -24,62 +24,10 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-const CONTEND: &str = env!("CARGO_BIN_EXE_contend");
-
-mod mpi_exits;
-
-struct Mpi {
-    /// As the wrapper and contend name it.
-    name: &'static str,
-    mpicc: &'static str,
-    mpif90: &'static str,
-    /// The Debian packages that provide it (scripts/test.sh installs them).
-    packages: &'static str,
-    /// The launcher and the options each job gets.
-    launcher: &'static [&'static str],
-}
-
-const OPEN_MPI: Mpi = Mpi {
-    name: "Open MPI",
-    mpicc: "mpicc.openmpi",
-    mpif90: "mpif90.openmpi",
-    packages: "openmpi-bin libopenmpi-dev",
-    launcher: &[
-        "mpirun.openmpi",
-        "--oversubscribe",
-        "--mca",
-        "btl",
-        "self,vader",
-    ],
-};
-
-const MPICH: Mpi = Mpi {
-    name: "MPICH",
-    mpicc: "mpicc.mpich",
-    mpif90: "mpif90.mpich",
-    packages: "mpich libmpich-dev",
-    launcher: &["mpirun.mpich"],
-};
+use crate::common::mpi::{exits, require, spreads, Mpi, MPICH, OPEN_MPI};
+use crate::common::{repo, serial, show, text, CONTEND};
 
 const PACKAGES: [&str; 4] = ["openmpi-bin", "libopenmpi-dev", "mpich", "libmpich-dev"];
-
-/// The MPI is installed (true); missing, the test fails under CI and is skipped visibly
-/// elsewhere (false: the caller returns).
-fn require(mpi: &Mpi) -> bool {
-    [mpi.mpicc, mpi.launcher[0]]
-        .iter()
-        .all(|tool| testkit::require_command(tool, mpi.packages))
-}
-
-/// The jobs time themselves on a 2-CPU machine: one at a time.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 /// The wrapper cache of these tests (kept between runs: contend rebuilds it when the sources
 /// change).
@@ -93,26 +41,13 @@ fn contend() -> Command {
     c
 }
 
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn show(out: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        text(&out.stdout),
-        text(&out.stderr)
-    )
-}
-
 /// Compiles `src` (relative to the repository) with `compiler` into `out`.
 fn build(compiler: &str, flags: &[&str], src: &str, out: &Path) -> PathBuf {
     let result = Command::new(compiler)
         .args(flags)
         .arg("-o")
         .arg(out)
-        .arg(repo().join(src))
+        .arg(repo(src))
         .output()
         .unwrap_or_else(|e| panic!("running {compiler}: {e}"));
     assert!(
@@ -228,7 +163,7 @@ fn check_late_sender(report: &Value, stdout: &str, source: &str) -> Result<(), S
     }
     found.truncate(count as usize);
     let total: u64 = found.iter().map(|i| i["wait_ns"].as_u64().unwrap()).sum();
-    let spreads = mpi_exits::spreads(&mpi_exits::exits(stdout));
+    let spreads = spreads(&exits(stdout));
     let skew: u64 = spreads.iter().take(count as usize).sum();
     let off = (total as f64 - delay_ns as f64).abs();
     if off > 0.05 * delay_ns as f64 + skew as f64 {
@@ -257,7 +192,7 @@ fn check_late_sender(report: &Value, stdout: &str, source: &str) -> Result<(), S
 
 /// The line of `src` (relative to the repository) that contains `needle`, 1-based.
 fn line_of(src: &str, needle: &str) -> usize {
-    let text = std::fs::read_to_string(repo().join(src)).unwrap();
+    let text = std::fs::read_to_string(repo(src)).unwrap();
     text.lines()
         .position(|l| l.contains(needle))
         .unwrap_or_else(|| panic!("no `{needle}` in {src}"))
@@ -587,7 +522,7 @@ fn cache_with_the_wrong_wrapper(dir: &Path, program: &Path) -> PathBuf {
     let out = record(&MPICH, &dir.join("warm-up"), program, &["0", "1"]);
     assert!(out.status.success(), "{}", show(&out));
     let sources = ["contend_mpi.c", "contend_mpi_fortran.c", "cst_writer.h"]
-        .map(|f| std::fs::read(repo().join("mpi").join(f)).unwrap());
+        .map(|f| std::fs::read(repo("mpi").join(f)).unwrap());
     let entry = std::fs::read_dir(cache().join("mpi"))
         .unwrap()
         .flatten()

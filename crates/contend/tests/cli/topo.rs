@@ -1,14 +1,7 @@
 //! `contend topo` as a user runs it: output streams, JSON, exit codes.
 
+use crate::common::contend;
 use std::path::PathBuf;
-use std::process::{Command, Output};
-
-fn contend(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_contend"))
-        .args(args)
-        .output()
-        .expect("running contend")
-}
 
 fn fixture(name: &str) -> String {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -1,10 +1,11 @@
 //! `contend where` as a user runs it, on a real multithreaded process: a Python child with
 //! three named threads (python3 is needed; the first test says so if it is missing).
 
+use crate::common::{assert_one_line_error, contend, text, CONTEND};
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
-use std::process::{Child, ChildStdout, Command, Output, Stdio};
+use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 use topology::Topology;
 
@@ -65,25 +66,6 @@ impl Drop for Target {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn contend(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_contend"))
-        .args(args)
-        .output()
-        .expect("running contend")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// Asserts a failure exits 2 with exactly one line on stderr containing `needle`.
-fn assert_one_line_error(out: &Output, needle: &str) {
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "stderr: {stderr}");
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert!(stderr.contains(needle), "{stderr}");
 }
 
 #[test]
@@ -208,7 +190,7 @@ fn missing_pid_is_one_line_and_exit_2() {
         .unwrap();
     let missing = (pid_max + 1).to_string();
     let out = contend(&["where", &missing]);
-    assert_one_line_error(&out, &format!("no process with PID {missing}"));
+    assert_one_line_error(&out, 2, &[&format!("no process with PID {missing}")]);
     assert!(out.stdout.is_empty());
 
     let out = contend(&["where", "not-a-pid"]);
@@ -231,14 +213,14 @@ fn an_exited_process_is_said_so() {
     }
     let out = contend(&["where", &child.id().to_string()]);
     let _ = child.wait();
-    assert_one_line_error(&out, &format!("process {} exited", child.id()));
+    assert_one_line_error(&out, 2, &[&format!("process {} exited", child.id())]);
 }
 
 #[test]
 fn watch_ends_with_0_when_the_process_exits() {
     let mut target = Target::start(&THREAD_NAMES[..1]);
     let pid = target.pid();
-    let mut watch = Command::new(env!("CARGO_BIN_EXE_contend"))
+    let mut watch = Command::new(CONTEND)
         .args(["where", &pid.to_string(), "--watch", "0.1"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -299,7 +281,7 @@ fn watch_ends_with_0_when_the_process_exits() {
 #[test]
 fn permission_denied_on_numa_maps_still_shows_threads() {
     let target;
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_contend"));
+    let mut cmd = Command::new(CONTEND);
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
         // Root reads everything: look as `nobody` at a process of root's.
@@ -334,9 +316,13 @@ fn permission_denied_on_numa_maps_still_shows_threads() {
         testkit::skip("`nobody` cannot execute the test binary");
         return;
     }
-    assert_one_line_error(
-        &out,
-        "numa_maps: run as root or as the process's owner (or pass --threads-only)",
+    // One error line, and the threads are still shown on stdout.
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("numa_maps: run as root or as the process's owner (or pass --threads-only)"),
+        "{err}"
     );
     let stdout = text(&out.stdout);
     assert!(

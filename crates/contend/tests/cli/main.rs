@@ -1,0 +1,29 @@
+//! The contend binary as users run it: one test binary for every command (one module per
+//! command or theme, `common` for what they share), so the tests link once instead of once per
+//! file. Run one module with `cargo test -p contend --test cli locks::`; a test's full name
+//! (`locks::planted_hold_is_found_with_its_call_site_and_amounts`) is what `testkit`'s skip
+//! lines and libtest print.
+
+mod common;
+
+mod activity;
+mod bench;
+mod bench_ctx;
+#[cfg(target_arch = "x86_64")]
+mod bench_disasm;
+mod bench_mem;
+mod bench_numa;
+mod c2c_pmu;
+mod cc;
+mod demo;
+mod diff;
+mod fixtures;
+mod interfere;
+mod locks;
+mod mpi;
+mod mpi_failures;
+mod report;
+mod scale;
+mod sharing;
+mod topo;
+mod r#where;
