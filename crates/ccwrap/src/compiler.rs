@@ -1,7 +1,6 @@
 //! Which compiler a command names, and its family.
 
 use crate::Error;
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The compilers `contend cc` knows, for messages.
@@ -59,23 +58,6 @@ fn is_generic_name(name: &str) -> bool {
     matches!(base, "cc" | "c++" | "CC")
 }
 
-/// `name` as the shell would find it: a path as is, else the first executable on PATH.
-pub fn which(name: &str) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let executable = |p: &Path| {
-        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
-    if name.contains('/') {
-        let p = PathBuf::from(name);
-        return executable(&p).then_some(p);
-    }
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join(name))
-            .find(|p| executable(p))
-    })
-}
-
 /// Identifies the compiler `program` names: by its name, else by the file its symlinks lead to,
 /// else (for `cc` and `c++` only) by what `--version` prints.
 pub fn identify(program: &str) -> Result<Compiler, Error> {
@@ -83,7 +65,7 @@ pub fn identify(program: &str) -> Result<Compiler, Error> {
         program: program.to_string(),
         family,
     };
-    let found = which(program);
+    let found = ::which::which(program).ok();
     if let Some(f) = family_of_name(program) {
         if found.is_none() {
             return Err(Error::CompilerNotFound(program.to_string()));
@@ -135,13 +117,5 @@ mod tests {
         assert_eq!(family_of_name("c++"), None);
         assert_eq!(family_of_name("icc"), None);
         assert_eq!(family_of_name("tcc"), None);
-    }
-
-    #[test]
-    fn which_takes_a_path_as_is_and_refuses_what_is_not_executable() {
-        assert_eq!(which("/bin/sh"), Some(PathBuf::from("/bin/sh")));
-        assert_eq!(which("/etc/passwd"), None);
-        assert_eq!(which("/nonexistent/contend-test"), None);
-        assert!(which("sh").is_some_and(|p| p.ends_with("sh")));
     }
 }

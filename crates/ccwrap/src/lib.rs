@@ -37,7 +37,7 @@ mod parse;
 mod plan;
 mod runtime;
 
-pub use compiler::{family_of_name, identify, which, Compiler, Family};
+pub use compiler::{family_of_name, identify, Compiler, Family};
 pub use parse::{
     expand_response_files, is_source_name, parse, split_command, Arg, Kind, Mode, Parsed,
 };

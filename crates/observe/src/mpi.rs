@@ -148,7 +148,7 @@ pub fn program_of(command: &[String], launcher: Launcher) -> Option<PathBuf> {
         if a.starts_with('-') || a.contains('=') {
             return None;
         }
-        which(a).filter(|p| crate::which::is_executable(p))
+        ::which::which(a).ok()
     })
 }
 
@@ -388,7 +388,7 @@ fn which(name: &str) -> Option<PathBuf> {
         let p = PathBuf::from(name);
         return p.is_file().then_some(p);
     }
-    crate::which(name)
+    ::which::which(name).ok()
 }
 
 fn is_root() -> bool {

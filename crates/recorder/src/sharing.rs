@@ -119,7 +119,7 @@ pub fn program_of(command: &[String]) -> (String, Option<PathBuf>, Instrumentati
             Instrumentation::Unknown("no program was given".into()),
         );
     };
-    let Some(path) = observe::which(&first) else {
+    let Some(path) = which::which(&first).ok() else {
         return (
             first,
             None,
@@ -131,10 +131,10 @@ pub fn program_of(command: &[String]) -> (String, Option<PathBuf>, Instrumentati
         return (first, Some(path), own);
     }
     for a in &command[1..] {
-        if a.starts_with('-') || !a.contains('/') && observe::which(a).is_none() {
+        if a.starts_with('-') || !a.contains('/') && which::which(a).is_err() {
             continue;
         }
-        if let Some(p) = observe::which(a).filter(|p| p.is_file()) {
+        if let Some(p) = which::which(a).ok().filter(|p| p.is_file()) {
             if instrumentation(&p) == Instrumentation::Contend {
                 return (a.clone(), Some(p), Instrumentation::Contend);
             }
@@ -251,7 +251,7 @@ pub fn perf_program() -> Result<PathBuf, RecordError> {
     if let Some(p) = std::env::var_os("CONTEND_PERF") {
         return Ok(PathBuf::from(p));
     }
-    observe::which("perf").ok_or_else(|| {
+    which::which("perf").ok().ok_or_else(|| {
         RecordError::bad(
             "the PMU back end runs `perf c2c record`, and perf is not installed: install it (Debian: `apt-get install linux-perf`; Fedora: `dnf install perf`) or set CONTEND_PERF",
         )

@@ -4,7 +4,6 @@
 use crate::exit::bad_input;
 
 /// `which` moved to `ccwrap`; re-exported until `cmd/c2c.rs` imports it from there.
-pub use ccwrap::which;
 
 #[derive(clap::Args)]
 pub struct Args {

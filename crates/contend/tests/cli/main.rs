@@ -7,6 +7,7 @@
 mod common;
 
 mod activity;
+mod architecture;
 mod bench;
 mod bench_ctx;
 #[cfg(target_arch = "x86_64")]
