@@ -134,15 +134,7 @@ fn tsc() -> u64 {
     }
 }
 
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid timespec; CLOCK_MONOTONIC always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+pub use crate::clock::monotonic_ns;
 
 /// A (counter, CLOCK_MONOTONIC) pair read as close together as possible: of five tries, the one
 /// whose two monotonic reads around the counter are nearest.

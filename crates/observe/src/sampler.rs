@@ -8,6 +8,7 @@
 //! This is the thesis's General Metrics Gathering service-time trace (§3.2.1.1), with
 //! schedstat's nanoseconds instead of `stat`'s 10 ms ticks.
 
+use crate::clock::{monotonic_ns, thread_cpu_ns};
 use crate::process::ProcReader;
 use crate::schedtrace::{PrevState, SchedEvent, SchedTraceOptions, SchedTracer};
 use crate::task::SchedStat;
@@ -149,22 +150,6 @@ fn raise_fd_limit() {
             libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
         }
     }
-}
-
-/// CLOCK_MONOTONIC in ns.
-fn now_ns() -> u64 {
-    crate::launch::monotonic_ns()
-}
-
-/// CPU time of the calling thread, ns.
-fn own_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid timespec; the clock exists on every Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// One thread at its previous look: cumulative counters, and the details read less often.
@@ -426,12 +411,12 @@ impl State {
     }
 
     fn run(&mut self, stop: &AtomicBool) {
-        let start = now_ns();
+        let start = monotonic_ns();
         let interval = self.options.interval.as_nanos() as u64;
         let mut next = start;
         loop {
             let stopping = stop.load(Ordering::Acquire);
-            let ts = now_ns();
+            let ts = monotonic_ns();
             if ts > next + interval {
                 self.late += 1;
             }
@@ -441,7 +426,7 @@ impl State {
                 break;
             }
             next += interval;
-            let now = now_ns();
+            let now = monotonic_ns();
             if next <= now {
                 // Late: sample again at once but do not try to catch up on missed rounds.
                 next = now;
@@ -451,11 +436,11 @@ impl State {
                 while left > 0 && !stop.load(Ordering::Acquire) {
                     let step = left.min(5_000_000);
                     std::thread::sleep(Duration::from_nanos(step));
-                    left = next.saturating_sub(now_ns());
+                    left = next.saturating_sub(monotonic_ns());
                 }
             }
         }
-        self.wall_ns = now_ns() - start;
+        self.wall_ns = monotonic_ns() - start;
     }
 
     /// One sampling round at `ts`; false once every sampled process is gone.
@@ -805,7 +790,7 @@ impl State {
     fn finish(mut self) -> SamplerOutcome {
         // Lost counts reach the rings only after a drain makes room: drain once more.
         self.trace_states();
-        let end = now_ns();
+        let end = monotonic_ns();
         let live: Vec<(u32, ThreadStream)> = std::mem::take(&mut self.live).into_iter().collect();
         for (tid, t) in live {
             self.close(tid, t, end);
@@ -858,7 +843,7 @@ impl State {
             streams: self.done,
             notes: self.notes,
             rounds: self.rounds,
-            own_cpu_ns: own_cpu_ns(),
+            own_cpu_ns: thread_cpu_ns(),
             wall_ns: self.wall_ns,
             late_rounds: self.late,
         }
@@ -1014,7 +999,7 @@ mod tests {
         std::env::temp_dir().join(format!(
             "contend-sampler-test-{}-{}",
             std::process::id(),
-            now_ns()
+            monotonic_ns()
         ))
     }
 }

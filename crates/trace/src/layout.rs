@@ -6,6 +6,15 @@ use crate::format::StreamKind;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+/// Default run directory name, like perf's `perf.data`.
+pub const DEFAULT_RUN_DIR: &str = "contend.data";
+/// The run's description, beside its streams.
+pub const META_FILE: &str = "meta.json";
+/// Where the event streams are.
+pub const STREAMS_DIR: &str = "streams";
+/// File extension of event streams.
+pub const STREAM_EXT: &str = "cst";
+
 /// Which recorder wrote a stream, and so what its records mean and which clock they count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -29,7 +38,7 @@ impl StreamRole {
         let name = file.rsplit('/').next().unwrap_or(file);
         if name.starts_with(SAMPLER_STREAM_PREFIX) {
             StreamRole::Sampler
-        } else if name == format!("{SYSTEM_STREAM}.{}", crate::rundir::STREAM_EXT) {
+        } else if name == format!("{SYSTEM_STREAM}.{}", STREAM_EXT) {
             StreamRole::System
         } else if crate::mpi::rank_stream_name(name).is_some() {
             StreamRole::MpiRank

@@ -5,12 +5,7 @@ use crate::meta::Meta;
 use std::io;
 use std::path::{Path, PathBuf};
 
-/// Default run directory name, like perf's `perf.data`.
-pub const DEFAULT_RUN_DIR: &str = "contend.data";
-pub const META_FILE: &str = "meta.json";
-pub const STREAMS_DIR: &str = "streams";
-/// File extension of event streams.
-pub const STREAM_EXT: &str = "cst";
+pub use crate::layout::{DEFAULT_RUN_DIR, META_FILE, STREAMS_DIR, STREAM_EXT};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunDirError {
