@@ -155,11 +155,7 @@ impl Reading {
 }
 
 /// A counter that could not be had, and why, in words a user can act on.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Unavailable {
-    pub what: String,
-    pub why: String,
-}
+pub use trace::meta::Unavailable;
 
 /// Joins entries that share a reason, so a machine without a PMU says so once:
 /// `cycles, instructions, LLC references, LLC misses, memory stalls: no hardware PMU ...`.

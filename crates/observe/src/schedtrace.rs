@@ -111,19 +111,7 @@ impl Default for SchedTraceOptions {
 }
 
 /// Why sched tracepoints cannot be used here; `why` is one line a user can act on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Unavailable {
-    pub what: String,
-    pub why: String,
-}
-
-impl fmt::Display for Unavailable {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} unavailable: {}", self.what, self.why)
-    }
-}
-
-impl std::error::Error for Unavailable {}
+pub use trace::meta::Unavailable;
 
 fn unavailable(why: impl Into<String>) -> Unavailable {
     Unavailable {

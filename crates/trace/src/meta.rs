@@ -282,11 +282,21 @@ pub struct ClockPoint {
     pub monotonic_ns: u64,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+/// Something that could not be measured, and why, in words a user can act on: what the
+/// observers report and meta.json keeps (never a zero in its place).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Unavailable {
     pub what: String,
     pub why: String,
 }
+
+impl std::fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} unavailable: {}", self.what, self.why)
+    }
+}
+
+impl std::error::Error for Unavailable {}
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct StreamEntry {
