@@ -219,15 +219,7 @@ impl Drop for SharedRegion {
 }
 
 /// The calling thread's CPU time, ns (to tell whether a timed thread kept its CPU).
-pub fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+pub use observe::clock::thread_cpu_ns;
 
 #[cfg(test)]
 mod tests {

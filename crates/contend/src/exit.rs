@@ -33,7 +33,13 @@ pub fn report_error(e: &anyhow::Error) -> ExitCode {
         // The shell's codes for a program that could not start: 126, 127.
         Some(RecordError::CouldNotStart(s)) => u8::try_from(s.exit_code()).unwrap_or(EXIT_FAILED),
         Some(RecordError::BadInput(_)) => EXIT_BAD_INPUT,
-        _ if e.chain().any(|c| c.is::<BadInput>()) => EXIT_BAD_INPUT,
+        // A damaged run directory or a bad option of the loader is the user's input.
+        _ if e
+            .chain()
+            .any(|c| c.is::<BadInput>() || c.is::<explain::Error>()) =>
+        {
+            EXIT_BAD_INPUT
+        }
         _ => EXIT_FAILED,
     };
     let mut msg = e.to_string();

@@ -76,7 +76,7 @@ fn name_addresses(
     let mut naming = report::locks::Naming::default();
     let mut sites: HashMap<u64, CallSite> = HashMap::new();
     let mut snapshots: BTreeMap<u32, Vec<PathBuf>> = BTreeMap::new();
-    if let Ok(entries) = std::fs::read_dir(run_dir.join("maps")) {
+    if let Ok(entries) = std::fs::read_dir(run_dir.join(trace::layout::MAPS_DIR)) {
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
             if let Some(pid) = name

@@ -140,7 +140,10 @@ fn load(
             }
         }
         // Call sites, named with this rank's address space.
-        let maps_dir = path.parent().and_then(Path::parent).map(|d| d.join("maps"));
+        let maps_dir = path
+            .parent()
+            .and_then(Path::parent)
+            .map(|d| d.join(trace::layout::MAPS_DIR));
         let mut symbolizer = maps_dir.and_then(|d| rank_symbolizer(&d, rank, chosen));
         for item in &items {
             let trace::mpi::MpiItem::Call(g) = item else {

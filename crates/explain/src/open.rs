@@ -113,7 +113,11 @@ fn no_rank_traces(run: &Path) -> String {
     let refused = std::fs::read_dir(run)
         .map(|d| {
             d.flatten()
-                .filter(|e| e.file_name().to_string_lossy().starts_with("mpi-refused-"))
+                .filter(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .starts_with(trace::layout::MPI_REFUSED_PREFIX)
+                })
                 .count()
         })
         .unwrap_or(0);

@@ -234,9 +234,7 @@ fn name_process(
     naming: &mut Naming,
     notices: &mut Vec<Notice>,
 ) {
-    let maps_path = run
-        .join("maps")
-        .join(format!("sharing-{}.maps", process.pid));
+    let maps_path = run.join(trace::layout::sharing_maps(process.pid));
     let mut symbolizer = match symbolize::Maps::read(&maps_path) {
         Ok((maps, _)) => Some(symbolize::Symbolizer::new(maps)),
         Err(e) => {

@@ -1,5 +1,5 @@
 //! `explain::open` on the run directories committed under fixtures/runs/ (what they hold is in
-//! fixtures_cli's goldens), and on damaged copies of them: each section found, the JSON form,
+//! the golden outputs checked by `cargo test -p contend --test cli fixtures::`), and on damaged copies of them: each section found, the JSON form,
 //! and a damaged run as an error naming the file, never a panic.
 
 use explain::{Error, Explained, Options};

@@ -454,7 +454,7 @@ fn rings_dir(run: &RunDir) -> PathBuf {
 /// Moves the probes' memory-map snapshots into the run directory's `maps/` and removes the
 /// rings directory (its rings are already drained and deleted).
 fn keep_maps(rings: &Path, run: &RunDir) {
-    let maps = run.path().join("maps");
+    let maps = run.path().join(trace::layout::MAPS_DIR);
     let _ = std::fs::create_dir_all(&maps);
     if let Ok(entries) = std::fs::read_dir(rings) {
         for e in entries.flatten() {

@@ -371,7 +371,7 @@ pub fn refusals(run_dir: &Path) -> Vec<String> {
         .filter(|e| {
             e.file_name()
                 .to_str()
-                .is_some_and(|n| n.starts_with("mpi-refused-"))
+                .is_some_and(|n| n.starts_with(trace::layout::MPI_REFUSED_PREFIX))
         })
         .filter_map(|e| std::fs::read_to_string(e.path()).ok())
         .map(|t| t.trim().to_string())
@@ -381,7 +381,7 @@ pub fn refusals(run_dir: &Path) -> Vec<String> {
     out
 }
 
-/// As [`crate::which`], but a path is taken when it is a file at all (a launcher given by path
+/// As `which::which`, but a path is taken when it is a file at all (a launcher given by path
 /// that is not executable is then refused by the launch, with the system's reason).
 fn which(name: &str) -> Option<PathBuf> {
     if name.contains('/') {

@@ -62,7 +62,7 @@ pub fn write(process: &Process, cfg: &crate::config::Config, hot_after: u32) {
     let result = (|| -> std::io::Result<()> {
         let sdir = dir.join("sharing");
         std::fs::create_dir_all(&sdir)?;
-        let mdir = dir.join("maps");
+        let mdir = dir.join(trace::layout::MAPS_DIR);
         std::fs::create_dir_all(&mdir)?;
         // The history first: a reader that sees the JSON finds its history complete.
         let hist = sdir.join(format!("{pid}.hist"));

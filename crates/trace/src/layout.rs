@@ -84,6 +84,9 @@ pub fn sharing_results_pid(file_name: &str) -> Option<u32> {
 
 pub const SHARING_DIR: &str = "sharing";
 pub const MAPS_DIR: &str = "maps";
+/// The wrapper's note that a rank loaded another MPI than it was built for:
+/// `mpi-refused-PID.txt` in the run directory.
+pub const MPI_REFUSED_PREFIX: &str = "mpi-refused-";
 
 /// What a run recorded: meta.json's `captured` tags. Written as the same strings as ever; a tag
 /// this contend does not know is kept as it is, so newer runs still read.

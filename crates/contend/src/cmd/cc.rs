@@ -3,8 +3,6 @@
 
 use crate::exit::bad_input;
 
-/// `which` moved to `ccwrap`; re-exported until `cmd/c2c.rs` imports it from there.
-
 #[derive(clap::Args)]
 pub struct Args {
     /// Print the compiler commands contend runs, on stderr.
