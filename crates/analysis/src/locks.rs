@@ -720,5 +720,11 @@ fn lock_stats(
     }
 }
 
+mod streaming;
+pub use streaming::{
+    analyze_streams, for_each_hold, LockStream, StreamOptions, StreamedLocks,
+    KEPT_BYTES_PER_CONTENDED,
+};
+
 #[cfg(test)]
 mod tests;
