@@ -79,7 +79,7 @@ pub fn analyze_streams(
     streams: &[LockStream<'_, '_>],
     options: &StreamOptions<'_>,
 ) -> StreamedLocks {
-    let clock = FastClock::new(&options.clock);
+    let mut clock = FastClock::new(&options.clock);
     let (first, last) = streams
         .iter()
         .filter_map(|s| Some((s.stream.first_ts?, s.stream.last_ts?)))
@@ -238,14 +238,29 @@ fn merge(pairers: &mut [Pairer<'_, '_>], mut f: impl FnMut(SeqHold)) {
     }
 }
 
-/// `Conversion::ns` without a 128-bit division per event: an estimate in floating point,
-/// corrected to the exact quotient with 128-bit products.
+/// `Conversion::ns` without a 128-bit division per event. The exact quotient at an anchor
+/// tick is kept, `(anchor - base) * 1e9 = q * hz + r`; for a later tick `t` the rest,
+/// `(r + (t - anchor) * 1e9) / hz`, fits 64 bits and is estimated by a multiplication with
+/// `2^64 / hz`, then corrected to the exact quotient. The anchor moves (one exact division) when `t` is more
+/// than 2^63 / 1e9 ticks past it or before it.
 #[derive(Debug, Clone, Copy)]
 struct FastClock {
     conversion: Conversion,
     hz: u64,
-    ns_per_tick: f64,
+    /// floor((2^64 - 1) / hz).
+    reciprocal: u64,
+    anchor: Option<Anchor>,
 }
+
+#[derive(Debug, Clone, Copy)]
+struct Anchor {
+    ticks: u64,
+    q: u64,
+    r: u64,
+}
+
+/// Ticks past an anchor whose scaled rest stays below 2^63.
+const ANCHOR_REACH: u64 = (1 << 63) / 1_000_000_000 - 1;
 
 impl FastClock {
     fn new(c: &Conversion) -> FastClock {
@@ -253,32 +268,47 @@ impl FastClock {
         FastClock {
             conversion: *c,
             hz,
-            ns_per_tick: 1e9 / hz as f64,
+            reciprocal: u64::MAX / hz,
+            anchor: None,
         }
     }
 
     #[inline]
-    fn ns(&self, ticks: u64) -> u64 {
+    fn ns(&mut self, ticks: u64) -> u64 {
         let c = &self.conversion;
         if ticks < c.base_ticks {
             return c.ns(ticks);
         }
-        let delta = ticks - c.base_ticks;
         if self.hz == 1_000_000_000 {
-            return c.base_ns.saturating_add(delta);
+            return c.base_ns.saturating_add(ticks - c.base_ticks);
         }
-        let exact = u128::from(delta) * 1_000_000_000;
-        let hz = u128::from(self.hz);
-        let mut q = ((delta as f64) * self.ns_per_tick) as u128;
-        // The estimate is within a few units of floor(exact / hz) for any u64 delta.
-        while q * hz > exact {
-            q -= 1;
-        }
-        while (q + 1) * hz <= exact {
+        let anchor = match self.anchor {
+            Some(a) if ticks >= a.ticks && ticks - a.ticks <= ANCHOR_REACH => a,
+            _ => {
+                let scaled = u128::from(ticks - c.base_ticks) * 1_000_000_000;
+                let hz = u128::from(self.hz);
+                let Ok(q) = u64::try_from(scaled / hz) else {
+                    return c.ns(ticks); // past u64 nanoseconds: the exact path clamps
+                };
+                let a = Anchor {
+                    ticks,
+                    q,
+                    r: (scaled % hz) as u64,
+                };
+                self.anchor = Some(a);
+                a
+            }
+        };
+        // Below 2^63 + hz: no overflow. The reciprocal's product is at most two below the
+        // quotient, never above it.
+        let x = anchor.r + (ticks - anchor.ticks) * 1_000_000_000;
+        let mut q = ((u128::from(x) * u128::from(self.reciprocal)) >> 64) as u64;
+        let mut product = q * self.hz;
+        while x - product >= self.hz {
             q += 1;
+            product += self.hz;
         }
-        let ns = u128::from(c.base_ns) + q;
-        ns.min(u128::from(u64::MAX)) as u64
+        c.base_ns.saturating_add(anchor.q).saturating_add(q)
     }
 }
 
@@ -323,7 +353,7 @@ struct Pairer<'s, 'a> {
     thread: usize,
     pid: u32,
     stream: &'s Stream<'a>,
-    events: Box<dyn Iterator<Item = trace::Record> + 's>,
+    events: trace::reader::Events<'a, 's>,
     clock: FastClock,
     every: u32,
     end_ns: u64,
@@ -363,7 +393,7 @@ impl<'s, 'a> Pairer<'s, 'a> {
             thread,
             pid: stream.header.pid,
             stream,
-            events: Box::new(stream.events()),
+            events: stream.events(),
             clock,
             every,
             end_ns,

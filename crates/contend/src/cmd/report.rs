@@ -574,13 +574,13 @@ fn lock_report(
     args: &LockArgs,
 ) -> anyhow::Result<(analysis::locks::LockReport, report::locks::Naming)> {
     let clock = analysis::clock::Conversion::from_meta(&meta.clock);
-    let mut input = analysis::locks::LockInput::default();
     // Only the lock probe's streams: the sampler's (`sched-*`, `system`) carry no lock events
     // and count another clock.
-    let lock_streams = streams
+    let mut parsed = Vec::new();
+    for (file, mapped) in streams
         .iter()
-        .filter(|(file, _)| !is_sampler_stream(file) && !super::mpi_runs::is_rank_stream(file));
-    for (file, mapped) in lock_streams {
+        .filter(|(file, _)| !is_sampler_stream(file) && !super::mpi_runs::is_rank_stream(file))
+    {
         // Already validated above; a second parse of a mapped file costs a few ns per event.
         let stream = mapped
             .parse()
@@ -591,12 +591,12 @@ fn lock_report(
             .find(|s| &s.file == file)
             .map(|s| s.name.clone())
             .unwrap_or_default();
-        input
-            .threads
-            .push(analysis::locks::thread_input(&stream, &clock, &name));
+        parsed.push((stream, name));
     }
-    input.span = meta.monotonic_span.map(|[a, b]| (a, b));
-    input.sample_every = meta.lock_sample_every.unwrap_or(1);
+    let lock_streams: Vec<analysis::locks::LockStream<'_, '_>> = parsed
+        .iter()
+        .map(|(stream, name)| analysis::locks::LockStream { stream, name })
+        .collect();
     let filter = analysis::locks::Filter {
         min_duration_ns: args.min_duration,
         max_duration_ns: args.max_duration,
@@ -604,9 +604,16 @@ fn lock_report(
         sites: args.sites.clone(),
         threads: args.threads.clone(),
     };
-    let mut r = analysis::locks::analyze(&input, &filter);
+    let analysis::locks::StreamedLocks { report: mut r, homes } = analysis::locks::analyze_streams(
+        &lock_streams,
+        &analysis::locks::StreamOptions {
+            clock,
+            span: meta.monotonic_span.map(|[a, b]| (a, b)),
+            sample_every: meta.lock_sample_every.unwrap_or(1),
+            filter: &filter,
+        },
+    );
     report::locks::sort_locks(&mut r.locks, args.sort);
-    let homes = analysis::allocs::homes(&input);
     let naming = name_addresses(run_dir, &r, &homes);
     Ok((r, naming))
 }

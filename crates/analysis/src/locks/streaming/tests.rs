@@ -271,8 +271,17 @@ fn streamed_equals_in_memory_with_a_tsc_clock() {
         compare(seed, 3, 300, 1, &Filter::default(), clock);
     }
     // Far from the base, and before it.
-    let fast = FastClock::new(&clock);
-    for ticks in [0, 39, 40, 41, 1 << 40, u64::MAX / 3, u64::MAX] {
+    let mut fast = FastClock::new(&clock);
+    let mut rng = Rng(5);
+    let mut ticks: Vec<u64> = vec![0, 39, 40, 41, 1 << 40, u64::MAX / 3, u64::MAX, 1 << 20];
+    let mut t = 1u64 << 44;
+    for _ in 0..100_000 {
+        t += rng.below(1 << 12);
+        ticks.push(t);
+    }
+    ticks.push(t + (1 << 40)); // past the anchor's reach
+    ticks.push(t - 5); // before the anchor
+    for ticks in ticks {
         assert_eq!(fast.ns(ticks), clock.ns(ticks), "{ticks}");
     }
 }
