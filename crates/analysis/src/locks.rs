@@ -722,7 +722,7 @@ fn lock_stats(
 
 mod streaming;
 pub use streaming::{
-    analyze_streams, for_each_hold, LockStream, StreamOptions, StreamedLocks,
+    analyze_streams, for_each_hold, HoldId, LockStream, StreamOptions, StreamedLocks,
     KEPT_BYTES_PER_CONTENDED,
 };
 

@@ -63,6 +63,19 @@ pub struct StreamedLocks {
     /// every hold are written from the streams ([`for_each_hold`]).
     pub report: LockReport,
     pub homes: HashMap<LockKey, Home>,
+    /// The critical path's holds (all, before the filter), sorted.
+    pub path: Vec<HoldId>,
+    /// Each contended hold with an owner: (owner, waiter), as `previous_owners` pairs them
+    /// over every hold (before the filter), by the waiter's acquisition.
+    pub wakeups: Vec<(HoldId, HoldId)>,
+}
+
+/// A hold's identity in [`for_each_hold`]'s sequence: its thread (index into the streams)
+/// and its place among that thread's holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct HoldId {
+    pub thread: usize,
+    pub seq: u64,
 }
 
 /// Bytes kept per contended acquisition: its [`KeptContended`] record, its wait (for the
@@ -166,6 +179,21 @@ pub fn analyze_streams(
             )
         })
         .collect();
+    let id = |s: &SeqHold| HoldId {
+        thread: s.hold.thread,
+        seq: s.seq,
+    };
+    let mut path: Vec<HoldId> = sink
+        .critical_path()
+        .into_iter()
+        .map(|n| id(sink.seq_hold(n)))
+        .collect();
+    path.sort_unstable();
+    let wakeups = sink
+        .contended
+        .iter()
+        .filter_map(|c| Some((id(sink.seq_hold(c.owner?)), id(&c.hold))))
+        .collect();
     let report = sink.finish(SinkEnd {
         sample_every: every.max(1),
         start_ns,
@@ -176,11 +204,17 @@ pub fn analyze_streams(
         unmatched,
         failed,
     });
-    StreamedLocks { report, homes }
+    StreamedLocks {
+        report,
+        homes,
+        path,
+        wakeups,
+    }
 }
 
-/// Calls `f` with every hold of `streams` (paired as [`analyze_streams`] pairs them), in
-/// acquisition order, `thread` indexing `streams`, `on_critical_path` false: for exports
+/// Calls `f` with every hold of `streams` (paired as [`analyze_streams`] pairs them) and its
+/// id, in acquisition order, `thread` indexing `streams`, `on_critical_path` false (see
+/// [`StreamedLocks::path`]), before the filter: for exports
 /// (Perfetto timelines) written as they are produced, in memory independent of the run's
 /// length. `end_ns` is the report's end (the release time of holds still open at the end).
 pub fn for_each_hold(
@@ -188,7 +222,7 @@ pub fn for_each_hold(
     clock: &Conversion,
     sample_every: u32,
     end_ns: u64,
-    mut f: impl FnMut(&Hold),
+    mut f: impl FnMut(&Hold, HoldId),
 ) {
     let clock = FastClock::new(clock);
     let mut pairers: Vec<Pairer<'_, '_>> = streams
@@ -196,7 +230,15 @@ pub fn for_each_hold(
         .enumerate()
         .map(|(i, s)| Pairer::new(i, s.stream, clock, sample_every, end_ns, false))
         .collect();
-    merge(&mut pairers, |h| f(&h.hold));
+    merge(&mut pairers, |h| {
+        f(
+            &h.hold,
+            HoldId {
+                thread: h.hold.thread,
+                seq: h.seq,
+            },
+        )
+    });
 }
 
 /// A hold with its place among its thread's holds (production order: by release, those
@@ -892,11 +934,15 @@ impl<'f> Sink<'f> {
         Some(Node::Owner(oi))
     }
 
-    fn hold(&self, n: Node) -> &Hold {
+    fn seq_hold(&self, n: Node) -> &SeqHold {
         match n {
-            Node::Contended(i) => &self.contended[i as usize].hold.hold,
-            Node::Owner(i) => &self.owners[i as usize].hold,
+            Node::Contended(i) => &self.contended[i as usize].hold,
+            Node::Owner(i) => &self.owners[i as usize],
         }
+    }
+
+    fn hold(&self, n: Node) -> &Hold {
+        &self.seq_hold(n).hold
     }
 
     /// `mark_critical_path` over the kept holds: the path's nodes, latest first.

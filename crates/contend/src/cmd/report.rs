@@ -604,7 +604,7 @@ fn lock_report(
         sites: args.sites.clone(),
         threads: args.threads.clone(),
     };
-    let analysis::locks::StreamedLocks { report: mut r, homes } = analysis::locks::analyze_streams(
+    let streamed = analysis::locks::analyze_streams(
         &lock_streams,
         &analysis::locks::StreamOptions {
             clock,
@@ -613,6 +613,23 @@ fn lock_report(
             filter: &filter,
         },
     );
+    let mut r = streamed.report;
+    if args.perfetto.is_some() {
+        // Until the loader writes the Perfetto trace from the streams
+        // (report::lock_exports::write_timeline), the in-memory timeline needs every hold.
+        let mut holds = Vec::new();
+        analysis::locks::for_each_hold(&lock_streams, &clock, r.sample_every, r.end_ns, |h, id| {
+            let tid = lock_streams[h.thread].stream.header.tid;
+            if filter.keeps(h, tid) {
+                holds.push(analysis::locks::Hold {
+                    on_critical_path: streamed.path.binary_search(&id).is_ok(),
+                    ..*h
+                });
+            }
+        });
+        r.holds = holds;
+    }
+    let homes = streamed.homes;
     report::locks::sort_locks(&mut r.locks, args.sort);
     let naming = name_addresses(run_dir, &r, &homes);
     Ok((r, naming))

@@ -197,18 +197,38 @@ fn compare(
 
     // Every hold, for timelines, in the order of `analyze`'s list.
     let mut all = Vec::new();
-    for_each_hold(&lock_streams, &clock, sample_every, expected.end_ns, |h| {
-        all.push(*h)
-    });
-    let unmarked: Vec<Hold> = {
-        let mut holds = Vec::new();
-        let mut e = analyze(&input, &Filter::default()).holds;
-        for h in &mut e {
-            h.on_critical_path = false;
-        }
-        holds.extend(e);
-        holds
-    };
+    let mut on_path = Vec::new();
+    for_each_hold(
+        &lock_streams,
+        &clock,
+        sample_every,
+        expected.end_ns,
+        |h, id| {
+            all.push(*h);
+            if got.path.binary_search(&id).is_ok() {
+                on_path.push(all.len() - 1);
+            }
+        },
+    );
+    let full = analyze(&input, &Filter::default());
+    let expected_path: Vec<usize> = (0..full.holds.len())
+        .filter(|&i| full.holds[i].on_critical_path)
+        .collect();
+    assert_eq!(on_path, expected_path, "seed {seed}");
+    let owners = previous_owners(&full.holds);
+    assert_eq!(
+        got.wakeups.len(),
+        owners.iter().flatten().count(),
+        "seed {seed}"
+    );
+    let unmarked: Vec<Hold> = full
+        .holds
+        .iter()
+        .map(|h| Hold {
+            on_critical_path: false,
+            ..*h
+        })
+        .collect();
     if filter.is_empty() {
         assert_eq!(all, unmarked, "seed {seed}");
     }
