@@ -105,13 +105,13 @@ pub fn analyze_streams(
         _ => (0, 0),
     };
     let every = options.sample_every;
-    let mut pairers: Vec<Pairer<'_, '_>> = streams
+    let pairers: Vec<Pairer<'_, '_>> = streams
         .iter()
         .enumerate()
         .map(|(i, s)| Pairer::new(i, s.stream, clock, every, end_ns, true))
         .collect();
     let mut sink = Sink::new(streams.len(), options.filter);
-    merge(&mut pairers, |h| sink.add(h, streams));
+    let pairers = pair_and_merge(pairers, |h| sink.add(h, streams));
 
     // Per-thread results, merged in thread order as `pair` would have made them.
     let mut conds: BTreeMap<(u32, u64), CondStats> = BTreeMap::new();
@@ -225,12 +225,12 @@ pub fn for_each_hold(
     mut f: impl FnMut(&Hold, HoldId),
 ) {
     let clock = FastClock::new(clock);
-    let mut pairers: Vec<Pairer<'_, '_>> = streams
+    let pairers: Vec<Pairer<'_, '_>> = streams
         .iter()
         .enumerate()
         .map(|(i, s)| Pairer::new(i, s.stream, clock, sample_every, end_ns, false))
         .collect();
-    merge(&mut pairers, |h| {
+    pair_and_merge(pairers, |h| {
         f(
             &h.hold,
             HoldId {
@@ -256,8 +256,90 @@ impl SeqHold {
     }
 }
 
-/// Merges the pairers' hold sequences by `(acquired, thread, seq)`.
-fn merge(pairers: &mut [Pairer<'_, '_>], mut f: impl FnMut(SeqHold)) {
+/// Streams paired on threads of their own when there are at most this many (and more than
+/// one CPU): pairing and the merged analysis then overlap.
+const MAX_PAIRING_THREADS: usize = 64;
+/// Holds handed from a pairing thread at a time, and batches in flight per stream: what it
+/// costs in memory is `streams * (BATCHES_IN_FLIGHT + 2) * BATCH * size_of::<SeqHold>()`.
+const BATCH: usize = 1024;
+const BATCHES_IN_FLIGHT: usize = 4;
+
+/// Pairs each stream and calls `f` with all holds in `(acquired, thread, seq)` order; gives
+/// the pairers back for what they gathered on the way.
+fn pair_and_merge<'s, 'a>(
+    mut pairers: Vec<Pairer<'s, 'a>>,
+    f: impl FnMut(SeqHold),
+) -> Vec<Pairer<'s, 'a>> {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if pairers.len() < 2 || pairers.len() > MAX_PAIRING_THREADS || cpus < 2 {
+        merge(&mut pairers, f);
+        return pairers;
+    }
+    std::thread::scope(|scope| {
+        let mut sources = Vec::with_capacity(pairers.len());
+        let mut workers = Vec::with_capacity(pairers.len());
+        for mut p in pairers {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<SeqHold>>(BATCHES_IN_FLIGHT);
+            workers.push(scope.spawn(move || {
+                loop {
+                    let mut batch = Vec::with_capacity(BATCH);
+                    while batch.len() < BATCH {
+                        match p.next_hold() {
+                            Some(h) => batch.push(h),
+                            None => break,
+                        }
+                    }
+                    let last = batch.len() < BATCH;
+                    if (!batch.is_empty() && tx.send(batch).is_err()) || last {
+                        break;
+                    }
+                }
+                p
+            }));
+            sources.push(Received {
+                rx,
+                batch: Vec::new().into_iter(),
+            });
+        }
+        merge(&mut sources, f);
+        workers
+            .into_iter()
+            .map(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    })
+}
+
+/// A sequence of holds in `(acquired, seq)` order, of one thread.
+trait HoldSource {
+    fn next_hold(&mut self) -> Option<SeqHold>;
+}
+
+impl HoldSource for Pairer<'_, '_> {
+    fn next_hold(&mut self) -> Option<SeqHold> {
+        Pairer::next_hold(self)
+    }
+}
+
+/// The holds a pairing thread sends.
+struct Received {
+    rx: std::sync::mpsc::Receiver<Vec<SeqHold>>,
+    batch: std::vec::IntoIter<SeqHold>,
+}
+
+impl HoldSource for Received {
+    #[inline]
+    fn next_hold(&mut self) -> Option<SeqHold> {
+        loop {
+            if let Some(h) = self.batch.next() {
+                return Some(h);
+            }
+            self.batch = self.rx.recv().ok()?.into_iter();
+        }
+    }
+}
+
+/// Merges the sources' hold sequences by `(acquired, thread, seq)`.
+fn merge(pairers: &mut [impl HoldSource], mut f: impl FnMut(SeqHold)) {
     let mut heads: Vec<Option<SeqHold>> = pairers.iter_mut().map(|p| p.next_hold()).collect();
     let mut heap: BinaryHeap<Reverse<(u64, usize, u64)>> =
         heads.iter().flatten().map(|h| Reverse(h.key())).collect();
@@ -562,9 +644,16 @@ impl<'s, 'a> Pairer<'s, 'a> {
             }
             EventKind::LockReleased => match self.open.iter().rposition(|o| o.lock == key) {
                 Some(i) => {
-                    let o = self.open.remove(i);
+                    // Built in place: copying the open hold out of the vector first stalls
+                    // a store forwarding on every release.
+                    let o = &self.open[i];
                     let hold =
-                        make_hold(self.thread, &o, ts_ns.max(o.acquired_ns), false, self.every);
+                        make_hold(self.thread, o, ts_ns.max(o.acquired_ns), false, self.every);
+                    if i + 1 == self.open.len() {
+                        self.open.pop();
+                    } else {
+                        self.open.remove(i);
+                    }
                     self.released(hold);
                 }
                 None => self.unmatched.releases += 1,
@@ -750,6 +839,8 @@ struct ThreadAgg {
 
 struct Sink<'f> {
     filter: &'f Filter,
+    /// An empty filter: no test per hold.
+    keep_all: bool,
     locks: Vec<(LockKey, LockAgg)>,
     index: FxMap<LockKey, usize>,
     last_lock: Option<(LockKey, usize)>,
@@ -775,6 +866,7 @@ impl<'f> Sink<'f> {
     fn new(threads: usize, filter: &'f Filter) -> Self {
         Sink {
             filter,
+            keep_all: filter.is_empty(),
             locks: Vec::new(),
             index: FxMap::default(),
             last_lock: None,
@@ -803,7 +895,7 @@ impl<'f> Sink<'f> {
     fn add(&mut self, s: SeqHold, streams: &[LockStream<'_, '_>]) {
         let h = s.hold;
         let li = self.lock_index(h.lock);
-        let kept = self.filter.keeps(&h, streams[h.thread].stream.header.tid);
+        let kept = self.keep_all || self.filter.keeps(&h, streams[h.thread].stream.header.tid);
         // The owner, over all holds (the walk runs before the filter, as in `analyze`).
         let contended_index = if h.contended {
             let owner = self.owner_of(li, &s);
