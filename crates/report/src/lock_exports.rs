@@ -367,7 +367,8 @@ mod streamed_tests {
             EventKind::LockWait,
         );
         let c = MODE_EXCLUSIVE | CONTENDED;
-        let threads: Vec<(u32, Vec<(u64, EventKind, u8, u64)>)> = vec![
+        type Events = Vec<(u64, EventKind, u8, u64)>;
+        let threads: Vec<(u32, Events)> = vec![
             (
                 1,
                 vec![

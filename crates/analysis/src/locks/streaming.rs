@@ -26,9 +26,13 @@
 //!
 //! # Memory
 //!
-//! Per contended acquisition: [`KEPT_BYTES_PER_CONTENDED`] bytes (the hold with its owner
-//! reference, its wait for exact percentiles, and at most one copied owner). Per lock, call
-//! site and thread: a fixed set of sums. Nothing per uncontended acquisition.
+//! Per contended acquisition: [`KEPT_BYTES_PER_CONTENDED`] bytes, 200 on x86-64 (the hold
+//! with its owner reference, 104; its wait for exact percentiles, 8; at most one copied
+//! owner, 88), and in the result 32 bytes for its wake-up pair and 16 per hold on the
+//! critical path. Per lock, call site and thread: a fixed set of sums, and per lock and
+//! thread the few holds that may still become an owner. Per stream while it is read: its
+//! open holds and a batch of 1024 paired holds (88 bytes each) in flight. Nothing per
+//! uncontended acquisition.
 
 use super::*;
 use crate::allocs::{Block, Home};
@@ -346,8 +350,7 @@ fn merge(pairers: &mut [impl HoldSource], mut f: impl FnMut(SeqHold)) {
     while let Some(Reverse((_, t, _))) = heap.pop() {
         // Take from this thread while it stays first: no heap work in runs of one thread.
         let bound = heap.peek().map(|r| r.0);
-        loop {
-            let Some(h) = heads[t].take() else { break };
+        while let Some(h) = heads[t].take() {
             f(h);
             heads[t] = pairers[t].next_hold();
             match &heads[t] {

@@ -156,7 +156,7 @@ fn compare(
         .collect();
     let streams: Vec<Stream<'_>> = files.iter().map(|f| Stream::parse(f).unwrap()).collect();
     let names: Vec<String> = (0..threads).map(|i| format!("w{i}")).collect();
-    let span = (seed % 2 == 0).then_some((0, 1_000_000));
+    let span = seed.is_multiple_of(2).then_some((0, 1_000_000));
     let input = LockInput {
         threads: streams
             .iter()
@@ -306,11 +306,6 @@ fn streamed_equals_in_memory_with_a_tsc_clock() {
     }
 }
 
-#[test]
-fn kept_bytes_are_stated() {
-    // docs/benchmarks.md quotes this figure.
-    assert!(
-        KEPT_BYTES_PER_CONTENDED <= 256,
-        "{KEPT_BYTES_PER_CONTENDED}"
-    );
-}
+/// docs/benchmarks.md quotes this figure (x86-64): a 104-byte record, an 8-byte wait and an
+/// 88-byte copied owner.
+const _KEPT_BYTES_ARE_STATED: () = assert!(KEPT_BYTES_PER_CONTENDED <= 200);
