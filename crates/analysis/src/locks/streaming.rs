@@ -553,7 +553,11 @@ impl<'s, 'a> Pairer<'s, 'a> {
                 return None;
             }
             match self.events.next() {
-                Some(r) => self.event(r),
+                Some(r) => {
+                    if let Some(h) = self.event(r) {
+                        return Some(h);
+                    }
+                }
                 None => self.finish(),
             }
         }
@@ -575,8 +579,10 @@ impl<'s, 'a> Pairer<'s, 'a> {
         }
     }
 
+    /// Pairs one event; returns the hold it ends when that hold can be handed out at once
+    /// (nothing else open or waiting: the common case), else queues what is ready.
     #[inline]
-    fn event(&mut self, r: trace::Record) {
+    fn event(&mut self, r: trace::Record) -> Option<SeqHold> {
         let ts_ns = self.clock.ns(r.ts);
         if self.collect {
             if r.kind == EventKind::AllocAddress {
@@ -604,11 +610,9 @@ impl<'s, 'a> Pairer<'s, 'a> {
             }
         }
         if !r.kind.refers_to_object() || r.obj == NO_OBJECT {
-            return;
+            return None;
         }
-        let Some((kind, address)) = self.object(r.obj, ts_ns) else {
-            return;
-        };
+        let (kind, address) = self.object(r.obj, ts_ns)?;
         let key = LockKey {
             pid: self.pid,
             address,
@@ -645,22 +649,27 @@ impl<'s, 'a> Pairer<'s, 'a> {
                 self.waiting.remove(&address);
                 *self.failed.entry(address).or_default() += 1;
             }
-            EventKind::LockReleased => match self.open.iter().rposition(|o| o.lock == key) {
-                Some(i) => {
-                    // Built in place: copying the open hold out of the vector first stalls
-                    // a store forwarding on every release.
-                    let o = &self.open[i];
-                    let hold =
-                        make_hold(self.thread, o, ts_ns.max(o.acquired_ns), false, self.every);
-                    if i + 1 == self.open.len() {
-                        self.open.pop();
-                    } else {
-                        self.open.remove(i);
+            EventKind::LockReleased => {
+                return match self.open.iter().rposition(|o| o.lock == key) {
+                    Some(i) => {
+                        // Built in place: copying the open hold out of the vector first stalls
+                        // a store forwarding on every release.
+                        let o = &self.open[i];
+                        let hold =
+                            make_hold(self.thread, o, ts_ns.max(o.acquired_ns), false, self.every);
+                        if i + 1 == self.open.len() {
+                            self.open.pop();
+                        } else {
+                            self.open.remove(i);
+                        }
+                        return self.released(hold);
                     }
-                    self.released(hold);
+                    None => {
+                        self.unmatched.releases += 1;
+                        None
+                    }
                 }
-                None => self.unmatched.releases += 1,
-            },
+            }
             EventKind::CondWait if self.collect => {
                 self.in_cond
                     .insert(address, (ts_ns, site_of(self.stream, r.site)));
@@ -694,19 +703,23 @@ impl<'s, 'a> Pairer<'s, 'a> {
             }
             _ => {}
         }
+        None
     }
 
     /// A hold is handed out once no open hold was acquired before it: open holds get a later
     /// `seq`, and holds acquired later come after it anyway.
-    fn released(&mut self, hold: Hold) {
+    fn released(&mut self, hold: Hold) -> Option<SeqHold> {
         let h = SeqHold {
             hold,
             seq: self.seq,
         };
         self.seq += 1;
         if self.open.is_empty() && self.done.is_empty() {
+            if self.ready.is_empty() {
+                return Some(h);
+            }
             self.ready.push_back(h);
-            return;
+            return None;
         }
         self.done.push(h);
         let oldest_open = self.open.iter().map(|o| o.acquired_ns).min();
@@ -719,6 +732,7 @@ impl<'s, 'a> Pairer<'s, 'a> {
             let h = self.done.pop().expect("just seen");
             self.ready.push_back(h);
         }
+        None
     }
 
     fn finish(&mut self) {
@@ -735,7 +749,9 @@ impl<'s, 'a> Pairer<'s, 'a> {
                 true,
                 self.every,
             );
-            self.released(hold);
+            if let Some(h) = self.released(hold) {
+                self.ready.push_back(h);
+            }
         }
         self.done.sort_by_key(|h| (h.hold.acquired_ns, h.seq));
         self.ready.extend(self.done.drain(..));
