@@ -70,13 +70,18 @@ fn first_seen(input: &LockInput) -> HashMap<LockKey, u64> {
 
 /// The block each object of `input` lives in, for those that live in a recorded allocation.
 pub fn homes(input: &LockInput) -> HashMap<LockKey, Home> {
-    let mut all = blocks(input);
+    homes_of(blocks(input), first_seen(input))
+}
+
+/// [`homes`] from the recorded blocks and each lock's first event time (what
+/// [`crate::locks::analyze_streams`] gathers while it reads the streams).
+pub fn homes_of(mut all: Vec<Block>, first_seen: HashMap<LockKey, u64>) -> HashMap<LockKey, Home> {
     if all.is_empty() {
         return HashMap::new();
     }
     all.sort_by_key(|b| (b.pid, b.ts_ns));
     let mut out = HashMap::new();
-    for (key, seen) in first_seen(input) {
+    for (key, seen) in first_seen {
         // Latest first: the covering allocation nearest before the first use.
         let home = all
             .iter()

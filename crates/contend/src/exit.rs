@@ -34,9 +34,11 @@ pub fn report_error(e: &anyhow::Error) -> ExitCode {
         Some(RecordError::CouldNotStart(s)) => u8::try_from(s.exit_code()).unwrap_or(EXIT_FAILED),
         Some(RecordError::BadInput(_)) => EXIT_BAD_INPUT,
         // A damaged run directory or a bad option of the loader is the user's input.
-        _ if e
-            .chain()
-            .any(|c| c.is::<BadInput>() || c.is::<explain::Error>()) =>
+        _ if e.chain().any(|c| {
+            c.is::<BadInput>()
+                || c.downcast_ref::<explain::Error>()
+                    .is_some_and(|e| e.is_bad_input())
+        }) =>
         {
             EXIT_BAD_INPUT
         }

@@ -10,6 +10,16 @@ pub enum Error {
     /// An option asks for something the run does not hold (`--mpi-job 3` of a two-job run).
     #[error("{0}")]
     Option(String),
+    /// A file the report writes (an export) could not be written.
+    #[error("{0}")]
+    Write(String),
+}
+
+impl Error {
+    /// The user's input is at fault (exit 2): the run or an option, not a failed write.
+    pub fn is_bad_input(&self) -> bool {
+        !matches!(self, Error::Write(_))
+    }
 }
 
 pub(crate) fn damaged(message: impl Into<String>) -> Error {

@@ -178,6 +178,9 @@ mod tests {
             report,
             naming: report::locks::Naming::default(),
             sites: [(0x10, named)].into_iter().collect(),
+            wakeups: Vec::new(),
+            path: Vec::new(),
+            files: Vec::new(),
         };
         let v = locks_value(&locks).unwrap();
         let sites = &v["conds"][0]["call_sites"];

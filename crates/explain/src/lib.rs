@@ -15,6 +15,7 @@ pub mod locks;
 pub mod mpi;
 pub mod names;
 mod open;
+pub mod perfetto;
 pub mod scale;
 pub mod sharing;
 

@@ -1,15 +1,14 @@
 //! The locks section: the lock probe's streams through `analysis::locks`, sorted, with every
 //! lock and call site named from the memory maps the probe saved (`maps/PID-*.maps`).
 //!
-//! [`lock_report`] is the only glue between the streams and the analysis, so that a streaming
-//! analysis can take its place without touching the rest.
+//! [`lock_report`] is the only glue between the streams and the analysis.
 
-use crate::error::{damaged, Error};
 use crate::names::{profile_frames, site_name, CallSite};
 use crate::Notice;
+use analysis::locks::{HoldId, LockStream};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use trace::StreamFile;
+use trace::Stream;
 
 /// The lock analysis of a run and the names of what it shows.
 pub struct Locks {
@@ -19,50 +18,71 @@ pub struct Locks {
     pub naming: report::locks::Naming,
     /// Each named call site's function and `file:line`, for JSON.
     pub sites: HashMap<u64, CallSite>,
+    /// Each contended hold with the hold it waited for (owner, waiter), and the critical
+    /// path's holds (sorted), by hold id: what a timeline written from the streams draws.
+    pub wakeups: Vec<(HoldId, HoldId)>,
+    pub path: Vec<HoldId>,
+    /// The lock streams the analysis read (relative to the run directory), in its order.
+    pub files: Vec<String>,
 }
 
-/// The lock analysis of the run's lock streams (`streams`: every stream of the run, mapped),
-/// and names for its addresses.
+/// The lock probe's streams of a run (not the sampler's or the MPI wrapper's, which carry no
+/// lock events and count another clock), with their threads' names.
+pub(crate) fn lock_streams<'s, 'a>(
+    meta: &'s trace::Meta,
+    streams: &'s [(String, Stream<'a>)],
+) -> Vec<(&'s str, LockStream<'s, 'a>)> {
+    streams
+        .iter()
+        .filter(|(file, _)| meta.role_of(file) == trace::layout::StreamRole::Lock)
+        .map(|(file, stream)| {
+            (
+                file.as_str(),
+                LockStream {
+                    stream,
+                    name: meta
+                        .streams
+                        .iter()
+                        .find(|s| &s.file == file)
+                        .map_or("", |s| s.name.as_str()),
+                },
+            )
+        })
+        .collect()
+}
+
+/// The lock analysis of the run's lock streams (`streams`: every stream of the run, parsed
+/// once by the loader), aggregated as the streams are read (`analysis::locks::analyze_streams`:
+/// uncontended acquisitions are summed, never kept), and names for its addresses.
 pub(crate) fn lock_report(
     run_dir: &Path,
     meta: &trace::Meta,
-    streams: &[(String, StreamFile)],
+    streams: &[(String, Stream<'_>)],
     options: &crate::Options,
     notices: &mut Vec<Notice>,
-) -> Result<Locks, Error> {
-    let clock = analysis::clock::Conversion::from_meta(&meta.clock);
-    let mut input = analysis::locks::LockInput::default();
-    // Only the lock probe's streams: the sampler's (`sched-*`, `system`) carry no lock events
-    // and count another clock.
-    let lock_streams = streams
-        .iter()
-        .filter(|(file, _)| meta.role_of(file) == trace::layout::StreamRole::Lock);
-    for (file, mapped) in lock_streams {
-        // Already validated when opened; a second parse of a mapped file costs a few ns per event.
-        let stream = mapped
-            .parse()
-            .map_err(|e| damaged(format!("{file}: {e}")))?;
-        let name = meta
-            .streams
-            .iter()
-            .find(|s| &s.file == file)
-            .map(|s| s.name.clone())
-            .unwrap_or_default();
-        input
-            .threads
-            .push(analysis::locks::thread_input(&stream, &clock, &name));
-    }
-    input.span = meta.monotonic_span.map(|[a, b]| (a, b));
-    input.sample_every = meta.lock_sample_every.unwrap_or(1);
-    let mut r = analysis::locks::analyze(&input, &options.lock_filter);
+) -> Locks {
+    let (files, lock_streams): (Vec<&str>, Vec<LockStream>) =
+        lock_streams(meta, streams).into_iter().unzip();
+    let streamed = analysis::locks::analyze_streams(
+        &lock_streams,
+        &analysis::locks::StreamOptions {
+            clock: analysis::clock::Conversion::from_meta(&meta.clock),
+            span: meta.monotonic_span.map(|[a, b]| (a, b)),
+            sample_every: meta.lock_sample_every.unwrap_or(1),
+            filter: &options.lock_filter,
+        },
+    );
+    let mut r = streamed.report;
     report::locks::sort_locks(&mut r.locks, options.lock_sort);
-    let homes = analysis::allocs::homes(&input);
-    let (naming, sites) = name_addresses(run_dir, &r, &homes, notices);
-    Ok(Locks {
+    let (naming, sites) = name_addresses(run_dir, &r, &streamed.homes, notices);
+    Locks {
         report: r,
         naming,
         sites,
-    })
+        wakeups: streamed.wakeups,
+        path: streamed.path,
+        files: files.into_iter().map(String::from).collect(),
+    }
 }
 
 /// Names for the report's call sites and locks, from the memory maps the probe saved in the

@@ -5,7 +5,7 @@ use crate::{Explained, Notice, Options, Run};
 use report::run_summary::{RunSummary, StreamSummary};
 use std::path::Path;
 use trace::Captured;
-use trace::{RunDir, StreamFile};
+use trace::{RunDir, Stream, StreamFile};
 
 /// A recorded run directory (`contend record`'s, `contend c2c record`'s), explained.
 pub fn open(run: &Path, options: &Options) -> Result<Run, Error> {
@@ -33,7 +33,6 @@ pub fn open(run: &Path, options: &Options) -> Result<Run, Error> {
         }
     }
 
-    let mut streams = Vec::with_capacity(files.len());
     let mut mapped_streams: Vec<(String, StreamFile)> = Vec::with_capacity(files.len());
     for file in &files {
         let path = dir.path().join(file);
@@ -42,20 +41,14 @@ pub fn open(run: &Path, options: &Options) -> Result<Run, Error> {
             note(format!("{shown} is listed in meta.json but not there (moved, or written on another host): give the directory that holds it with --mpi-from"));
             continue;
         }
-        // Only regular files: opening a FIFO or device planted in a run directory would block.
-        match std::fs::metadata(&path) {
-            Ok(m) if !m.is_file() => {
-                return Err(damaged(format!("{shown}: not a regular file")));
-            }
-            _ => {}
-        }
-        let mapped = StreamFile::open(&path)
-            .map_err(|e| damaged(format!("{shown}: cannot read the stream: {e}")))?;
-        let stream = mapped.parse().map_err(|e| {
-            damaged(format!(
-                "{shown}: {e} (the stream is damaged; re-record the run)"
-            ))
-        })?;
+        mapped_streams.push((file.clone(), map_stream(&path, &shown)?));
+    }
+    // Each stream validated once; the lock analysis reads the parsed streams.
+    let mut parsed: Vec<(String, Stream<'_>)> = Vec::with_capacity(mapped_streams.len());
+    let mut streams = Vec::with_capacity(mapped_streams.len());
+    for (file, mapped) in &mapped_streams {
+        let shown = format!("{run_name}/{file}");
+        let stream = parse_stream(mapped, &shown)?;
         if !stream.is_complete() {
             note(format!(
                 "{shown} was not closed by its writer (killed, or still running): {} events read up to its last complete chunk",
@@ -63,8 +56,7 @@ pub fn open(run: &Path, options: &Options) -> Result<Run, Error> {
             ));
         }
         streams.push(StreamSummary::new(file, &stream));
-        drop(stream);
-        mapped_streams.push((file.clone(), mapped));
+        parsed.push((file.clone(), stream));
     }
     let summary = RunSummary::new(&run_name, &meta, streams);
     if summary.events_dropped > 0 {
@@ -77,10 +69,10 @@ pub fn open(run: &Path, options: &Options) -> Result<Run, Error> {
         Some(crate::locks::lock_report(
             dir.path(),
             &meta,
-            &mapped_streams,
+            &parsed,
             options,
             &mut notices,
-        )?)
+        ))
     } else {
         None
     };
@@ -105,6 +97,25 @@ pub fn open(run: &Path, options: &Options) -> Result<Run, Error> {
         mpi,
         sharing,
         notices,
+    })
+}
+
+/// A stream file mapped; only regular files (opening a FIFO or device planted in a run
+/// directory would block).
+pub(crate) fn map_stream(path: &Path, shown: &str) -> Result<StreamFile, Error> {
+    match std::fs::metadata(path) {
+        Ok(m) if !m.is_file() => return Err(damaged(format!("{shown}: not a regular file"))),
+        _ => {}
+    }
+    StreamFile::open(path).map_err(|e| damaged(format!("{shown}: cannot read the stream: {e}")))
+}
+
+/// A mapped stream validated and parsed.
+pub(crate) fn parse_stream<'a>(mapped: &'a StreamFile, shown: &str) -> Result<Stream<'a>, Error> {
+    mapped.parse().map_err(|e| {
+        damaged(format!(
+            "{shown}: {e} (the stream is damaged; re-record the run)"
+        ))
     })
 }
 

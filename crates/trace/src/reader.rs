@@ -89,6 +89,9 @@ impl ReadError {
 pub struct Stream<'a> {
     pub header: Header,
     bytes: &'a [u8],
+    /// The file mapping `bytes` is, when read from a [`StreamFile`]: pages read through are
+    /// handed back to the page cache ([`MappedPages`]).
+    map: Option<&'a memmap2::Mmap>,
     /// (offset of the first record, number of records) of each events chunk.
     event_chunks: Vec<(usize, usize)>,
     strings: HashMap<u32, &'a str>,
@@ -177,10 +180,16 @@ pub fn parse_header(bytes: &[u8]) -> Result<Header, ReadError> {
 impl<'a> Stream<'a> {
     /// Reads a memory-mapped or in-memory stream, validating all of it.
     pub fn parse(bytes: &'a [u8]) -> Result<Stream<'a>, ReadError> {
+        Stream::parse_in(bytes, None)
+    }
+
+    fn parse_in(bytes: &'a [u8], map: Option<&'a memmap2::Mmap>) -> Result<Stream<'a>, ReadError> {
         let header = parse_header(bytes)?;
+        let mut pages = MappedPages::new(map);
         let mut s = Stream {
             header,
             bytes,
+            map,
             event_chunks: Vec::new(),
             strings: HashMap::new(),
             objects: HashMap::new(),
@@ -271,6 +280,7 @@ impl<'a> Stream<'a> {
                     chunk_drops += u64::from(le32(h, 16));
                     s.check_events(body, count)?;
                     s.event_chunks.push((body, count));
+                    pages.read_up_to(body + payload_len);
                 }
                 ChunkKind::Strings => s
                     .read_strings(payload, count)
@@ -341,6 +351,8 @@ impl<'a> Stream<'a> {
 
     /// Checks every record of an events chunk and accumulates counts and time span.
     fn check_events(&mut self, at: usize, count: usize) -> Result<(), ReadError> {
+        // Lock loops name the same object event after event: one table lookup per change.
+        let mut known_object = None;
         for i in 0..count {
             let off = at + i * RECORD_LEN;
             let r = decode_at(self.bytes, off);
@@ -366,12 +378,14 @@ impl<'a> Stream<'a> {
                     Problem::UndefinedString { event, id: r.obj },
                 ));
             }
-            if r.kind.refers_to_object() && r.obj != NO_OBJECT && !self.objects.contains_key(&r.obj)
-            {
-                return Err(ReadError::at(
-                    off + 12,
-                    Problem::UndefinedObject { event, id: r.obj },
-                ));
+            if r.kind.refers_to_object() && r.obj != NO_OBJECT && known_object != Some(r.obj) {
+                if !self.objects.contains_key(&r.obj) {
+                    return Err(ReadError::at(
+                        off + 12,
+                        Problem::UndefinedObject { event, id: r.obj },
+                    ));
+                }
+                known_object = Some(r.obj);
             }
             self.kind_counts[usize::from(r.kind.to_u8())] += 1;
             self.first_ts = Some(self.first_ts.map_or(r.ts, |t| t.min(r.ts)));
@@ -474,10 +488,14 @@ impl<'a> Stream<'a> {
     }
 
     /// The validated records, in file order.
-    pub fn events(&self) -> impl Iterator<Item = Record> + '_ {
-        self.event_chunks.iter().flat_map(move |&(at, count)| {
-            (0..count).map(move |i| decode_at(self.bytes, at + i * RECORD_LEN))
-        })
+    pub fn events(&self) -> Events<'a, '_> {
+        Events {
+            bytes: self.bytes,
+            chunks: &self.event_chunks,
+            next: 0,
+            end: 0,
+            pages: MappedPages::new(self.map),
+        }
     }
 
     pub fn string(&self, id: u32) -> Option<&'a str> {
@@ -506,6 +524,78 @@ impl<'a> Stream<'a> {
     }
 }
 
+/// The records of a stream, chunk after chunk ([`Stream::events`]).
+pub struct Events<'a, 's> {
+    bytes: &'a [u8],
+    /// The chunks not started yet.
+    chunks: &'s [(usize, usize)],
+    /// Offsets of the next record and of the end of the current chunk's records.
+    next: usize,
+    end: usize,
+    pages: MappedPages<'a>,
+}
+
+/// Reading a mapped stream once from start to end: every [`MappedPages::WINDOW`] bytes, the
+/// pages behind are handed back, so that the process's resident memory stays a window per
+/// stream read at once instead of growing to the size of the run directory (a 50 M-event
+/// run is 800 MB of streams). Reading them again faults them back in from the page cache.
+struct MappedPages<'a> {
+    map: Option<&'a memmap2::Mmap>,
+    released: usize,
+}
+
+impl<'a> MappedPages<'a> {
+    const WINDOW: usize = 8 << 20;
+
+    fn new(map: Option<&'a memmap2::Mmap>) -> Self {
+        MappedPages { map, released: 0 }
+    }
+
+    #[inline]
+    fn read_up_to(&mut self, offset: usize) {
+        let Some(map) = self.map else { return };
+        if offset < self.released + Self::WINDOW {
+            return;
+        }
+        let len = offset - self.released;
+        // SAFETY: `map` is a read-only shared mapping of a file (StreamFile::open).
+        // MADV_DONTNEED on it only drops this process's page-table entries; the next access
+        // to those bytes reads the same file contents from the page cache again, so every
+        // slice borrowed from the mapping keeps its contents. A failure only means the pages
+        // stay resident.
+        #[allow(unsafe_code)]
+        let _ = unsafe {
+            map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, self.released, len)
+        };
+        self.released = offset;
+    }
+}
+
+impl Iterator for Events<'_, '_> {
+    type Item = Record;
+
+    #[inline]
+    fn next(&mut self) -> Option<Record> {
+        while self.next >= self.end {
+            let (&(at, count), rest) = self.chunks.split_first()?;
+            self.chunks = rest;
+            self.pages.read_up_to(at);
+            self.next = at;
+            self.end = at + count * RECORD_LEN;
+        }
+        let r = decode_at(self.bytes, self.next);
+        self.next += RECORD_LEN;
+        Some(r)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = (self.end - self.next) / RECORD_LEN
+            + self.chunks.iter().map(|&(_, c)| c).sum::<usize>();
+        (n, Some(n))
+    }
+}
+
+#[inline]
 fn decode_at(bytes: &[u8], off: usize) -> Record {
     let mut b = [0u8; RECORD_LEN];
     b.copy_from_slice(&bytes[off..off + RECORD_LEN]);
@@ -538,6 +628,6 @@ impl StreamFile {
     }
 
     pub fn parse(&self) -> Result<Stream<'_>, ReadError> {
-        Stream::parse(&self.map)
+        Stream::parse_in(&self.map, Some(&self.map))
     }
 }

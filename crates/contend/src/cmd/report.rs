@@ -244,33 +244,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         );
     }
     if let Some(path) = &args.locks.perfetto {
-        let name = loaded
-            .meta
-            .command
-            .first()
-            .map(String::as_str)
-            .unwrap_or("program");
-        let locks = loaded
-            .locks
-            .as_ref()
-            .map(|l| report::lock_exports::timeline(&l.report, &l.naming, name));
-        let activity = loaded.activity.as_ref().map(|a| {
-            report::activity_exports::timeline_since(&a.threads, &a.states, name, a.start)
-        });
-        let mpi = loaded
-            .mpi
-            .as_ref()
-            .map(|m| report::mpi::timeline(&m.run, &m.site_names));
-        let timeline = [locks, activity, mpi]
-            .into_iter()
-            .flatten()
-            .reduce(report::activity_exports::merge)
-            .ok_or_else(|| {
-                bad_input(
-                    "--perfetto: this run has no service-time samples, locks or MPI calls to show",
-                )
-            })?;
-        let written = export::perfetto::write(&timeline, create(path)?)?;
+        let written = explain::perfetto::write(&args.run, &loaded, create(path)?)?;
         crate::ui::status(format_args!(
             "wrote {} slices, {} flows and {} counter tracks to {} (open in ui.perfetto.dev)",
             written.slices,

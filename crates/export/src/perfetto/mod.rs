@@ -55,6 +55,9 @@
 //! without interning.
 
 pub mod proto;
+mod streaming;
+
+pub use streaming::{StreamedSlice, StreamingTrace, TrackId};
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -223,11 +226,28 @@ pub fn write_with(
     if options.sequence_id == 0 {
         return Err(ExportError::invalid("the packet sequence id must not be 0"));
     }
-    let seq = u64::from(options.sequence_id) << 32;
+    let mut w = PacketWriter::new(out, options.sequence_id);
+    let mut interner = Interner::default();
     let mut next_uuid = 0u64;
+    let mut written = encode_timeline(timeline, options, &mut w, &mut interner, &mut next_uuid)?;
+    written.packets = w.finish()?;
+    Ok(written)
+}
+
+/// Writes `timeline`'s packets (all but the sequence's end) with track uuids after
+/// `next_uuid`, which it advances; `packets` of the result is left 0. Validates everything
+/// before writing anything.
+fn encode_timeline<W: Write>(
+    timeline: &Timeline,
+    options: &Options,
+    w: &mut PacketWriter<W>,
+    interner: &mut Interner,
+    next_uuid: &mut u64,
+) -> Result<Written, ExportError> {
+    let seq = u64::from(options.sequence_id) << 32;
     let mut new_uuid = || {
-        next_uuid += 1;
-        seq | next_uuid
+        *next_uuid += 1;
+        seq | *next_uuid
     };
 
     // Validate and collect every slice and counter point, lay out tracks, and build the
@@ -356,8 +376,6 @@ pub fn write_with(
     }
 
     // Encode.
-    let mut w = PacketWriter::new(out, options.sequence_id);
-    let mut interner = Interner::default();
     for d in descriptors {
         w.write(TracePacket {
             track_descriptor: Some(d),
@@ -416,9 +434,8 @@ pub fn write_with(
             ..Default::default()
         })?;
     }
-    let packets = w.finish()?;
     Ok(Written {
-        packets,
+        packets: 0,
         slices: slices.len(),
         overlap_tracks,
         flows,

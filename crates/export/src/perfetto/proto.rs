@@ -16,6 +16,13 @@ pub struct Trace {
     pub packet: Vec<TracePacket>,
 }
 
+impl Trace {
+    /// Reads a written trace back (for tests of the crates that write one).
+    pub fn read(bytes: &[u8]) -> Result<Trace, prost::DecodeError> {
+        prost::Message::decode(bytes)
+    }
+}
+
 /// Tag byte of `Trace.packet` (field 1, length-delimited): `(1 << 3) | 2`.
 pub const TRACE_PACKET_TAG: u8 = 0x0a;
 

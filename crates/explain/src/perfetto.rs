@@ -1,0 +1,78 @@
+//! A run's Perfetto trace: its activity and MPI timelines, and its lock tracks written from the
+//! streams as they are paired (`report::lock_exports::write_timeline`), so memory does not grow
+//! with the run's length.
+
+use crate::error::Error;
+use crate::Run;
+use std::io::Write;
+use std::path::Path;
+
+/// Writes `run`'s trace (`run_dir` is where it was opened from: the lock streams are read
+/// again, one hold at a time). An error when the run has nothing to show.
+pub fn write<W: Write>(
+    run_dir: &Path,
+    run: &Run,
+    out: W,
+) -> Result<export::perfetto::Written, Error> {
+    let name = run
+        .meta
+        .command
+        .first()
+        .map(String::as_str)
+        .unwrap_or("program");
+    let activity = run
+        .activity
+        .as_ref()
+        .map(|a| report::activity_exports::timeline_since(&a.threads, &a.states, name, a.start));
+    let mpi = run
+        .mpi
+        .as_ref()
+        .map(|m| report::mpi::timeline(&m.run, &m.site_names));
+    let others = [activity, mpi]
+        .into_iter()
+        .flatten()
+        .reduce(report::activity_exports::merge);
+    if others.is_none() && run.locks.is_none() {
+        return Err(Error::Option(
+            "--perfetto: this run has no service-time samples, locks or MPI calls to show".into(),
+        ));
+    }
+    let failed = |e: export::ExportError| Error::Write(e.to_string());
+    let mut trace =
+        export::perfetto::StreamingTrace::new(out, &Default::default()).map_err(failed)?;
+    if let Some(t) = &others {
+        trace.timeline(t).map_err(failed)?;
+    }
+    if let Some(locks) = &run.locks {
+        let run_name = run_dir.display().to_string();
+        let mut mapped = Vec::with_capacity(locks.files.len());
+        for file in &locks.files {
+            let shown = format!("{run_name}/{file}");
+            let m = crate::open::map_stream(&run_dir.join(file), &shown)?;
+            mapped.push((file.clone(), shown, m));
+        }
+        let mut parsed = Vec::with_capacity(mapped.len());
+        for (file, shown, m) in &mapped {
+            parsed.push((file.clone(), crate::open::parse_stream(m, shown)?));
+        }
+        // The streams the report was made from, in its order: hold ids match.
+        let streams: Vec<_> = crate::locks::lock_streams(&run.meta, &parsed)
+            .into_iter()
+            .map(|(_, s)| s)
+            .collect();
+        report::lock_exports::write_timeline(
+            &mut trace,
+            &streams,
+            &analysis::clock::Conversion::from_meta(&run.meta.clock),
+            &report::lock_exports::StreamedTimeline {
+                report: &locks.report,
+                wakeups: &locks.wakeups,
+                path: &locks.path,
+            },
+            &locks.naming,
+            name,
+        )
+        .map_err(failed)?;
+    }
+    trace.finish().map_err(failed)
+}
