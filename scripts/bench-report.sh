@@ -24,8 +24,8 @@ cc -O2 -pthread -o "$work/lock_loop" examples/locks/lock_loop.c
 # keeps up, so nothing is dropped (the report says so on its "events:" line).
 "$contend" record --locks --ring-kb 262144 -o "$run" -- \
   "$work/lock_loop" -n "$acquisitions" -t 600 -w 30 >/dev/null
-events=$("$contend" report "$run" 2>/dev/null | awk '/^  events:/ {print $2; exit}')
-dropped=$("$contend" report "$run" 2>/dev/null | awk '/^  events:/ {print $6; exit}')
+events=$("$contend" report "$run" 2>/dev/null | awk '/^  events:/ && !seen {print $2; seen = 1}')
+dropped=$("$contend" report "$run" 2>/dev/null | awk '/^  events:/ && !seen {print $6; seen = 1}')
 echo "run: $events events, $dropped dropped, $(du -sh "$run" | cut -f1) on disk"
 
 measure() {

@@ -295,7 +295,8 @@ pub struct ThreadInfo {
 pub struct Unmatched {
     /// Releases of a lock the thread was not seen to hold.
     pub releases: u64,
-    /// Holds still open when the trace ended.
+    /// Holds still open when the trace ended, or whose release never came while a million
+    /// later holds of their thread were released (`streaming::MAX_WAITING`: a lost release).
     pub open_holds: u64,
     /// Waits with no acquisition or failure after them.
     pub open_waits: u64,

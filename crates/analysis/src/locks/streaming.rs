@@ -492,8 +492,9 @@ struct Pairer<'s, 'a> {
     waiting: FxMap<u64, u64>,
     in_cond: FxMap<u64, (u64, Option<u64>)>,
     in_barrier: FxMap<u64, u64>,
-    /// Released holds not yet handed out (an earlier-acquired hold is still open).
-    done: Vec<SeqHold>,
+    /// Released holds not yet handed out (an earlier-acquired hold is still open), earliest
+    /// acquisition first.
+    done: BinaryHeap<Reverse<Waiting>>,
     ready: VecDeque<SeqHold>,
     seq: u64,
     finished: bool,
@@ -530,7 +531,7 @@ impl<'s, 'a> Pairer<'s, 'a> {
             waiting: FxMap::default(),
             in_cond: FxMap::default(),
             in_barrier: FxMap::default(),
-            done: Vec::new(),
+            done: BinaryHeap::new(),
             ready: VecDeque::new(),
             seq: 0,
             finished: false,
@@ -721,16 +722,36 @@ impl<'s, 'a> Pairer<'s, 'a> {
             self.ready.push_back(h);
             return None;
         }
-        self.done.push(h);
+        let now_ns = h.hold.released_ns;
+        self.done.push(Reverse(Waiting(h)));
+        // A hold whose release never comes (lost with dropped events) would keep every later
+        // hold of the thread waiting: past MAX_WAITING, the oldest open hold is closed as
+        // unreleased, held at least until now, and counted with the holds left open.
+        while self.done.len() > MAX_WAITING && !self.open.is_empty() {
+            let (i, _) = self
+                .open
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, o)| o.acquired_ns)
+                .expect("not empty");
+            let o = self.open.remove(i);
+            self.unmatched.open_holds += 1;
+            let hold = make_hold(self.thread, &o, now_ns.max(o.acquired_ns), true, self.every);
+            self.done.push(Reverse(Waiting(SeqHold {
+                hold,
+                seq: self.seq,
+            })));
+            self.seq += 1;
+        }
         let oldest_open = self.open.iter().map(|o| o.acquired_ns).min();
-        self.done
-            .sort_by_key(|h| Reverse((h.hold.acquired_ns, h.seq)));
-        while let Some(h) = self.done.last() {
-            if oldest_open.is_some_and(|t| h.hold.acquired_ns > t) {
+        while let Some(Reverse(w)) = self.done.peek() {
+            if oldest_open.is_some_and(|t| w.0.hold.acquired_ns > t) {
                 break;
             }
-            let h = self.done.pop().expect("just seen");
-            self.ready.push_back(h);
+            let Some(Reverse(w)) = self.done.pop() else {
+                break;
+            };
+            self.ready.push_back(w.0);
         }
         None
     }
@@ -753,8 +774,9 @@ impl<'s, 'a> Pairer<'s, 'a> {
                 self.ready.push_back(h);
             }
         }
-        self.done.sort_by_key(|h| (h.hold.acquired_ns, h.seq));
-        self.ready.extend(self.done.drain(..));
+        while let Some(Reverse(w)) = self.done.pop() {
+            self.ready.push_back(w.0);
+        }
     }
 }
 
@@ -763,6 +785,40 @@ fn site_of(stream: &Stream<'_>, site: u16) -> Option<u64> {
         None
     } else {
         stream.site_address(site)
+    }
+}
+
+/// How many released holds of one thread may wait behind one of its open holds (about 100
+/// bytes each) before that open hold is taken to have lost its release.
+pub const MAX_WAITING: usize = 1 << 20;
+
+/// A released hold waiting to be handed out, ordered by acquisition (then `seq`).
+#[derive(Debug, Clone, Copy)]
+struct Waiting(SeqHold);
+
+impl Waiting {
+    fn order(&self) -> (u64, u64) {
+        (self.0.hold.acquired_ns, self.0.seq)
+    }
+}
+
+impl PartialEq for Waiting {
+    fn eq(&self, other: &Self) -> bool {
+        self.order() == other.order()
+    }
+}
+
+impl Eq for Waiting {}
+
+impl PartialOrd for Waiting {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Waiting {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.order().cmp(&other.order())
     }
 }
 

@@ -309,3 +309,40 @@ fn streamed_equals_in_memory_with_a_tsc_clock() {
 /// docs/benchmarks.md quotes this figure (x86-64): a 104-byte record, an 8-byte wait and an
 /// 88-byte copied owner.
 const _KEPT_BYTES_ARE_STATED: () = assert!(KEPT_BYTES_PER_CONTENDED <= 200);
+
+/// A release lost with dropped events must not keep every later hold of its thread waiting
+/// (memory and time growing with the run): past `MAX_WAITING` held back, the open hold is
+/// closed as unreleased, held at least until then, and counted with the holds left open.
+#[test]
+fn a_lost_release_does_not_hold_back_the_rest_of_the_thread() {
+    let later = MAX_WAITING + 10;
+    let mut records = vec![(1, EventKind::LockAcquired, 0, 0x1000, 0x10)];
+    for i in 0..later as u64 {
+        let t = 10 + 4 * i;
+        records.push((t, EventKind::LockAcquired, 0, 0x3000, 0x20));
+        records.push((t + 2, EventKind::LockReleased, 0, 0x3000, 0x20));
+    }
+    let file = write_stream(100, 1_000_000_000, &records);
+    let stream = Stream::parse(&file).unwrap();
+    let streams = [LockStream {
+        stream: &stream,
+        name: "w",
+    }];
+    let filter = Filter::default();
+    let got = analyze_streams(
+        &streams,
+        &StreamOptions {
+            clock: Conversion::nanoseconds(),
+            span: None,
+            sample_every: 1,
+            filter: &filter,
+        },
+    );
+    let r = &got.report;
+    assert_eq!(r.unmatched.open_holds, 1, "{:?}", r.unmatched);
+    assert_eq!(r.summary.events, later as u64 + 1);
+    let lost = r.locks.iter().find(|l| l.lock.address == 0x1000).unwrap();
+    // Closed when the (MAX_WAITING + 1)th later hold was released: held at least until then.
+    let closed_at = 10 + 4 * MAX_WAITING as u64 + 2;
+    assert_eq!(lost.hold_ns, closed_at - 1);
+}
