@@ -25,7 +25,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use crate::common::mpi::{exits, require, spreads, Mpi, MPICH, OPEN_MPI};
-use crate::common::{repo, serial, show, text, CONTEND};
+use crate::common::{output_within, repo, serial, show, text, CONTEND};
+use std::time::Duration;
 
 const PACKAGES: [&str; 4] = ["openmpi-bin", "libopenmpi-dev", "mpich", "libmpich-dev"];
 
@@ -661,7 +662,24 @@ fn a_rank_that_dies_leaves_the_others_analysed_and_is_named() {
             let mut first_error = None;
             for attempt in 0..2 {
                 let run = dir.path().join(format!("{}-{mode}-{attempt}", mpi.mpicc));
-                let out = record(mpi, &run, &program, &[mode, "100", "2", "200"]);
+                // The job takes seconds; its launcher has been seen to hang after the abort
+                // (Open MPI's mpirun, its main thread waiting on a lock forever): bounded, and
+                // retried once like the timing below.
+                let mut command = contend();
+                command
+                    .args(["record", "--mpi", "--interval", "0", "-o"])
+                    .arg(&run)
+                    .arg("--")
+                    .args(mpi.launcher)
+                    .args(["-np", "2"])
+                    .arg(&program)
+                    .args([mode, "100", "2", "200"]);
+                let Some(out) = output_within(&mut command, Duration::from_secs(180)) else {
+                    let e = format!("{what}: the job had not ended after 180 s: killed");
+                    assert_eq!(attempt, 0, "{e} (twice)");
+                    testkit::attempt_failed(&format!("{e}; retrying once"));
+                    continue;
+                };
                 let stdout = text(&out.stdout);
                 // The job failed, with MPI_Abort's error code when aborted.
                 match mode {

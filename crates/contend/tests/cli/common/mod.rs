@@ -257,3 +257,46 @@ pub fn trace_processor(trace: &Path, queries: &[&str]) -> Option<Vec<Vec<Value>>
             .collect(),
     )
 }
+
+/// `cmd`'s output, or `None` if it has not ended within `deadline` (its whole process group,
+/// launched programs included, is then killed). For launchers that can hang on their own
+/// (Open MPI's `mpirun` after a rank aborts, now and then): a test bounds them instead of
+/// hanging the suite, and says so when it happens.
+pub fn output_within(cmd: &mut Command, deadline: std::time::Duration) -> Option<Output> {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    let mut child = cmd
+        .process_group(0)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawning the command");
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = pipe.read_to_end(&mut bytes);
+            bytes
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().unwrap()));
+    let stderr = drain(Box::new(child.stderr.take().unwrap()));
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("waiting for the command") {
+            break Some(status);
+        }
+        if start.elapsed() > deadline {
+            // SAFETY: signalling the process group we created for this child.
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let (stdout, stderr) = (stdout.join().unwrap(), stderr.join().unwrap());
+    status.map(|status| Output {
+        status,
+        stdout,
+        stderr,
+    })
+}
