@@ -6,9 +6,9 @@ use trace::StreamFile;
 
 /// Streams written by the sampler (`observe::sampler`), not the lock probe: by the role
 /// meta.json gives them (or their name, for a stream it does not list).
-pub fn is_sampler_stream(meta: &trace::Meta, file: &str) -> bool {
+pub fn is_sampler_stream(index: &trace::meta::StreamIndex<'_>, file: &str) -> bool {
     matches!(
-        meta.role_of(file),
+        index.role(file),
         trace::layout::StreamRole::Sampler | trace::layout::StreamRole::System
     )
 }
@@ -52,17 +52,12 @@ pub(crate) fn sampler_threads(
 ) -> Result<SamplerThreads, Error> {
     let mut threads = Vec::new();
     let mut states = Vec::new();
-    for (file, mapped) in streams.iter().filter(|(f, _)| is_sampler_stream(meta, f)) {
+    let index = meta.stream_index();
+    for (file, mapped) in streams.iter().filter(|(f, _)| is_sampler_stream(&index, f)) {
         let stream = mapped
             .parse()
             .map_err(|e| damaged(format!("{file}: {e}")))?;
-        let name = meta
-            .streams
-            .iter()
-            .find(|s| &s.file == file)
-            .map(|s| s.name.clone())
-            .unwrap_or_default();
-        if let Some(t) = analysis::service::thread_samples(&stream, &name) {
+        if let Some(t) = analysis::service::thread_samples(&stream, index.name(file)) {
             threads.push(t);
         }
         let changes: Vec<trace::sched::StateChange> = stream
@@ -84,10 +79,22 @@ mod tests {
     fn sampler_streams_are_told_by_role_or_by_name_when_unlisted() {
         let mut meta = trace::Meta::new(vec!["prog".into()]);
         // Unlisted streams: the names each recorder has always written.
-        assert!(is_sampler_stream(&meta, "streams/sched-12.cst"));
-        assert!(is_sampler_stream(&meta, "streams/system.cst"));
-        assert!(!is_sampler_stream(&meta, "streams/thread-12.cst"));
-        assert!(!is_sampler_stream(&meta, "streams/rank-0.cst"));
+        assert!(is_sampler_stream(
+            &meta.stream_index(),
+            "streams/sched-12.cst"
+        ));
+        assert!(is_sampler_stream(
+            &meta.stream_index(),
+            "streams/system.cst"
+        ));
+        assert!(!is_sampler_stream(
+            &meta.stream_index(),
+            "streams/thread-12.cst"
+        ));
+        assert!(!is_sampler_stream(
+            &meta.stream_index(),
+            "streams/rank-0.cst"
+        ));
         // A listed stream's role wins over its name.
         meta.streams.push(trace::meta::StreamEntry {
             file: "streams/sched-odd.cst".into(),
@@ -100,6 +107,9 @@ mod tests {
             name: String::new(),
             role: Some(trace::StreamRole::Lock),
         });
-        assert!(!is_sampler_stream(&meta, "streams/sched-odd.cst"));
+        assert!(!is_sampler_stream(
+            &meta.stream_index(),
+            "streams/sched-odd.cst"
+        ));
     }
 }

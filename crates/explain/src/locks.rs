@@ -32,19 +32,16 @@ pub(crate) fn lock_streams<'s, 'a>(
     meta: &'s trace::Meta,
     streams: &'s [(String, Stream<'a>)],
 ) -> Vec<(&'s str, LockStream<'s, 'a>)> {
+    let index = meta.stream_index();
     streams
         .iter()
-        .filter(|(file, _)| meta.role_of(file) == trace::layout::StreamRole::Lock)
+        .filter(|(file, _)| index.role(file) == trace::layout::StreamRole::Lock)
         .map(|(file, stream)| {
             (
                 file.as_str(),
                 LockStream {
                     stream,
-                    name: meta
-                        .streams
-                        .iter()
-                        .find(|s| &s.file == file)
-                        .map_or("", |s| s.name.as_str()),
+                    name: index.name(file),
                 },
             )
         })

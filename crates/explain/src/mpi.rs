@@ -38,8 +38,8 @@ struct Job {
 }
 
 /// `streams/rank-R.cst` or `streams/rank-R.N.cst`.
-pub fn is_rank_stream(meta: &trace::Meta, file: &str) -> bool {
-    meta.role_of(file) == trace::layout::StreamRole::MpiRank
+pub fn is_rank_stream(index: &trace::meta::StreamIndex<'_>, file: &str) -> bool {
+    index.role(file) == trace::layout::StreamRole::MpiRank
 }
 
 /// The rank streams of `dirs` for one MPI job, decoded: `job` if given, else the first job

@@ -17,15 +17,16 @@ pub fn open(run: &Path, options: &Options) -> Result<Run, Error> {
     // The streams meta.json lists, then any stream file it does not (a recorder that died
     // before rewriting meta.json): every stream in the directory is read and validated.
     let mut files: Vec<String> = Vec::new();
+    let mut listed = std::collections::HashSet::new();
     for s in &meta.streams {
-        if files.contains(&s.file) {
-            note(format!("meta.json lists {} twice; reading it once", s.file));
-        } else {
+        if listed.insert(s.file.as_str()) {
             files.push(s.file.clone());
+        } else {
+            note(format!("meta.json lists {} twice; reading it once", s.file));
         }
     }
     for f in dir.stream_files().map_err(|e| damaged(e.to_string()))? {
-        if !files.contains(&f) {
+        if !listed.contains(f.as_str()) {
             note(format!(
                 "{run_name}/{f} is not listed in meta.json; reading it too"
             ));
@@ -34,10 +35,11 @@ pub fn open(run: &Path, options: &Options) -> Result<Run, Error> {
     }
 
     let mut mapped_streams: Vec<(String, StreamFile)> = Vec::with_capacity(files.len());
+    let index = meta.stream_index();
     for file in &files {
         let path = dir.path().join(file);
         let shown = format!("{run_name}/{file}");
-        if crate::mpi::is_rank_stream(&meta, file) && !path.exists() {
+        if crate::mpi::is_rank_stream(&index, file) && !path.exists() {
             note(format!("{shown} is listed in meta.json but not there (moved, or written on another host): give the directory that holds it with --mpi-from"));
             continue;
         }

@@ -138,8 +138,9 @@ fn concurrency(run: &Path, notices: &mut Vec<Notice>) -> Option<BTreeMap<u32, Co
     let (dir, meta) = trace::rundir::RunDir::open(run).ok()?;
     let sampling = meta.sampling.as_ref()?;
     let mut streams = Vec::new();
+    let index = meta.stream_index();
     for file in dir.stream_files().ok()? {
-        if !crate::activity::is_sampler_stream(&meta, &file) {
+        if !crate::activity::is_sampler_stream(&index, &file) {
             continue;
         }
         match trace::StreamFile::open(&dir.path().join(&file)) {

@@ -298,6 +298,28 @@ impl std::fmt::Display for Unavailable {
 
 impl std::error::Error for Unavailable {}
 
+/// meta.json's stream entries by file ([`Meta::stream_index`]).
+#[derive(Debug, Clone)]
+pub struct StreamIndex<'m> {
+    by_file: std::collections::HashMap<&'m str, &'m StreamEntry>,
+}
+
+impl<'m> StreamIndex<'m> {
+    /// The role of the stream `file` (relative to the run directory): as meta.json lists it,
+    /// else inferred from its name (a stream meta.json does not list).
+    pub fn role(&self, file: &str) -> StreamRole {
+        self.by_file.get(file).map_or_else(
+            || StreamRole::infer(file, crate::format::StreamKind::Thread),
+            |s| s.role(),
+        )
+    }
+
+    /// The thread's name meta.json gives the stream `file` (empty if none).
+    pub fn name(&self, file: &str) -> &'m str {
+        self.by_file.get(file).map_or("", |s| s.name.as_str())
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct StreamEntry {
     /// Path relative to the run directory, e.g. `streams/t1234.cst`.
@@ -393,13 +415,16 @@ impl Meta {
         self.streams.iter().filter(move |s| s.role() == role)
     }
 
-    /// The role of the stream `file` (relative to the run directory): as meta.json lists it,
-    /// else inferred from its name (a stream meta.json does not list).
-    pub fn role_of(&self, file: &str) -> StreamRole {
-        self.streams.iter().find(|s| s.file == file).map_or_else(
-            || StreamRole::infer(file, crate::format::StreamKind::Thread),
-            StreamEntry::role,
-        )
+    /// The stream entries by file, built once for a pass over a run's streams: a run of
+    /// thousands of threads lists thousands, and a search of the list per stream would be
+    /// quadratic.
+    pub fn stream_index(&self) -> StreamIndex<'_> {
+        // The first entry of a file listed twice, as a search of the list would find it.
+        let mut by_file = std::collections::HashMap::with_capacity(self.streams.len());
+        for s in &self.streams {
+            by_file.entry(s.file.as_str()).or_insert(s);
+        }
+        StreamIndex { by_file }
     }
 
     /// How many CPUs the recorded machine had online (its topology's PUs), if recorded.

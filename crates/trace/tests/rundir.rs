@@ -164,3 +164,36 @@ fn recorded_fixtures_load_typed_and_write_back_the_same() {
     }
     assert!(seen >= 4, "fixtures found in {}", root.display());
 }
+
+#[test]
+fn the_stream_index_gives_listed_roles_and_names_and_infers_the_rest() {
+    use trace::meta::StreamEntry;
+    use trace::{StreamKind, StreamRole};
+    let entry = |file: &str, name: &str, role: Option<StreamRole>| StreamEntry {
+        file: file.into(),
+        kind: StreamKind::Thread,
+        pid: 1,
+        tid: 2,
+        rank: None,
+        events: 0,
+        dropped: 0,
+        name: name.into(),
+        role,
+    };
+    let mut meta = Meta::new(vec!["./app".into()]);
+    meta.streams = vec![
+        entry("streams/sched-2.cst", "odd", Some(StreamRole::Lock)),
+        entry("streams/1-2-3.cst", "worker", None),
+        // Listed twice: the first entry counts, as the loader reads the file once.
+        entry("streams/1-2-3.cst", "again", Some(StreamRole::Sampler)),
+    ];
+    let index = meta.stream_index();
+    // A listed role wins over the name; a listed stream without one is inferred.
+    assert_eq!(index.role("streams/sched-2.cst"), StreamRole::Lock);
+    assert_eq!(index.role("streams/1-2-3.cst"), StreamRole::Lock);
+    assert_eq!(index.name("streams/1-2-3.cst"), "worker");
+    // Not listed (a recorder that died before rewriting meta.json): by its name.
+    assert_eq!(index.role("streams/sched-9.cst"), StreamRole::Sampler);
+    assert_eq!(index.role("streams/rank-0.cst"), StreamRole::MpiRank);
+    assert_eq!(index.name("streams/sched-9.cst"), "");
+}
