@@ -8,11 +8,14 @@
 # Figures go to docs/benchmarks.md ("Reading a long lock recording").
 #
 #   scripts/bench-report.sh [ROUNDS]        # ACQUISITIONS per thread (default 14000000)
+#                                           # SHARED_EVERY=K: every Kth acquisition on the
+#                                           #   shared lock (default 64; 1: all of them)
 #                                           # KEEP=DIR keeps the run directory there
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-3}"
 acquisitions="${ACQUISITIONS:-14000000}"
+shared_every="${SHARED_EVERY:-64}"
 cargo build --release -q -p contend
 contend="$PWD/target/release/contend"
 work=$(mktemp -d)
@@ -23,7 +26,7 @@ cc -O2 -pthread -o "$work/lock_loop" examples/locks/lock_loop.c
 # A 256 MiB ring per thread and 30 steps of work between acquisitions: the recorder's drain
 # keeps up, so nothing is dropped (the report says so on its "events:" line).
 "$contend" record --locks --ring-kb 262144 -o "$run" -- \
-  "$work/lock_loop" -n "$acquisitions" -t 600 -w 30 >/dev/null
+  "$work/lock_loop" -n "$acquisitions" -t 600 -w 30 -k "$shared_every" >/dev/null
 events=$("$contend" report "$run" 2>/dev/null | awk '/^  events:/ && !seen {print $2; seen = 1}')
 dropped=$("$contend" report "$run" 2>/dev/null | awk '/^  events:/ && !seen {print $6; seen = 1}')
 echo "run: $events events, $dropped dropped, $(du -sh "$run" | cut -f1) on disk"

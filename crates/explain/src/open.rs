@@ -48,9 +48,10 @@ pub fn open(run: &Path, options: &Options) -> Result<Run, Error> {
     // Each stream validated once; the lock analysis reads the parsed streams.
     let mut parsed: Vec<(String, Stream<'_>)> = Vec::with_capacity(mapped_streams.len());
     let mut streams = Vec::with_capacity(mapped_streams.len());
-    for (file, mapped) in &mapped_streams {
+    let validated = parse_streams(&mapped_streams, &run_name);
+    for ((file, _), stream) in mapped_streams.iter().zip(validated) {
         let shown = format!("{run_name}/{file}");
-        let stream = parse_stream(mapped, &shown)?;
+        let stream = stream?;
         if !stream.is_complete() {
             note(format!(
                 "{shown} was not closed by its writer (killed, or still running): {} events read up to its last complete chunk",
@@ -110,6 +111,57 @@ pub(crate) fn map_stream(path: &Path, shown: &str) -> Result<StreamFile, Error> 
         _ => {}
     }
     StreamFile::open(path).map_err(|e| damaged(format!("{shown}: cannot read the stream: {e}")))
+}
+
+/// Every mapped stream validated and parsed, on as many threads as there are CPUs (validation
+/// reads every byte: 0.37 s of a 56 M-event run on one thread), results in file order.
+fn parse_streams<'a>(
+    mapped: &'a [(String, StreamFile)],
+    run_name: &str,
+) -> Vec<Result<Stream<'a>, Error>> {
+    let parse = |i: usize| {
+        let (file, stream) = &mapped[i];
+        parse_stream(stream, &format!("{run_name}/{file}"))
+    };
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(mapped.len());
+    if workers < 2 {
+        return (0..mapped.len()).map(parse).collect();
+    }
+    // Largest first, each worker taking the next one left: the run's length is then about
+    // the largest stream's or an even share, whichever is longer.
+    let mut order: Vec<usize> = (0..mapped.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(mapped[i].1.bytes().len()));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut results: Vec<Option<Result<Stream<'a>, Error>>> = Vec::new();
+    results.resize_with(mapped.len(), || None);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(&i) = order.get(k) else {
+                            return done;
+                        };
+                        done.push((i, parse(i)));
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            let done = h.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+            for (i, r) in done {
+                results[i] = Some(r);
+            }
+        }
+    });
+    results
+        .into_iter()
+        .map(|r| r.expect("every stream was taken by a worker"))
+        .collect()
 }
 
 /// A mapped stream validated and parsed.

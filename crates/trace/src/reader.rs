@@ -511,6 +511,11 @@ impl<'a> Stream<'a> {
         self.objects.get(&id).copied()
     }
 
+    /// Every object the stream defines (kind, address), in no particular order.
+    pub fn objects(&self) -> impl Iterator<Item = (ObjectKind, u64)> + '_ {
+        self.objects.values().copied()
+    }
+
     pub fn object_count(&self) -> usize {
         self.objects.len()
     }

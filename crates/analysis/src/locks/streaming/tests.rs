@@ -24,14 +24,22 @@ impl Rng {
 const LOCKS: [u64; 3] = [0x1000, 0x2000, 0x3000];
 const SITES: [u64; 3] = [0xa0, 0xb0, 0xc0];
 
-/// One thread's records: (ts, kind, aux, object address, site address).
-fn thread_records(rng: &mut Rng, steps: usize) -> Vec<(u64, EventKind, u8, u64, u64)> {
+/// One thread's records: (ts, kind, aux, object address, site address). With `private`, half
+/// the lock operations are on that lock, which no other thread names.
+fn thread_records(
+    rng: &mut Rng,
+    steps: usize,
+    private: Option<u64>,
+) -> Vec<(u64, EventKind, u8, u64, u64)> {
     let mut out = Vec::new();
     let mut t = rng.below(50);
     let mut open: Vec<u64> = Vec::new();
     for _ in 0..steps {
         t += rng.below(4); // ties happen
-        let lock = LOCKS[rng.below(3) as usize];
+        let lock = match private {
+            Some(p) if rng.below(2) == 0 => p,
+            _ => LOCKS[rng.below(3) as usize],
+        };
         let site = SITES[rng.below(3) as usize];
         match rng.below(12) {
             0..=3 if open.len() < 3 => {
@@ -142,6 +150,11 @@ fn write_stream(tid: u32, hz: u64, records: &[(u64, EventKind, u8, u64, u64)]) -
     w.finish_into(records.last().map_or(0, |r| r.0)).unwrap()
 }
 
+/// The lock thread `i` alone takes with `private_locks`.
+fn private_lock(i: usize) -> u64 {
+    0x8000 + 0x100 * i as u64
+}
+
 fn compare(
     seed: u64,
     threads: usize,
@@ -150,9 +163,28 @@ fn compare(
     filter: &Filter,
     clock: Conversion,
 ) {
+    compare_with(seed, threads, steps, sample_every, filter, clock, false)
+}
+
+fn compare_with(
+    seed: u64,
+    threads: usize,
+    steps: usize,
+    sample_every: u32,
+    filter: &Filter,
+    clock: Conversion,
+    private_locks: bool,
+) {
     let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     let files: Vec<Vec<u8>> = (0..threads)
-        .map(|i| write_stream(100 + i as u32, clock.hz, &thread_records(&mut rng, steps)))
+        .map(|i| {
+            let private = private_locks.then(|| private_lock(i));
+            write_stream(
+                100 + i as u32,
+                clock.hz,
+                &thread_records(&mut rng, steps, private),
+            )
+        })
         .collect();
     let streams: Vec<Stream<'_>> = files.iter().map(|f| Stream::parse(f).unwrap()).collect();
     let names: Vec<String> = (0..threads).map(|i| format!("w{i}")).collect();
@@ -245,6 +277,34 @@ fn streamed_equals_in_memory_on_generated_traces() {
             1,
             &Filter::default(),
             Conversion::nanoseconds(),
+        );
+    }
+}
+
+/// Holds of a lock only one thread names are summed on its pairing thread and skip the merge
+/// unless contended: the report must not change.
+#[test]
+fn streamed_equals_in_memory_with_thread_private_locks() {
+    let filters = [
+        Filter::default(),
+        Filter {
+            min_duration_ns: Some(5),
+            ..Filter::default()
+        },
+        Filter {
+            locks: vec![private_lock(0), private_lock(1), 0x1000],
+            ..Filter::default()
+        },
+    ];
+    for seed in 1..90 {
+        compare_with(
+            seed,
+            1 + (seed % 4) as usize,
+            300,
+            [1, 1, 7][seed as usize % 3],
+            &filters[(seed / 3) as usize % 3],
+            Conversion::nanoseconds(),
+            true,
         );
     }
 }
