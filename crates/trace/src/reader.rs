@@ -97,6 +97,9 @@ pub struct Stream<'a> {
     strings: HashMap<u32, &'a str>,
     /// Object id -> (kind, address).
     objects: HashMap<u32, (ObjectKind, u64)>,
+    /// The same indexed by id, when the ids are dense (writers number them from 1): a lookup
+    /// per lock event without hashing.
+    dense_objects: Vec<Option<(ObjectKind, u64)>>,
     /// Indexed by site id (ids are below 65535, so this is bounded at 1 MiB).
     sites: Vec<Option<u64>>,
     site_count: usize,
@@ -193,6 +196,7 @@ impl<'a> Stream<'a> {
             event_chunks: Vec::new(),
             strings: HashMap::new(),
             objects: HashMap::new(),
+            dense_objects: Vec::new(),
             sites: Vec::new(),
             site_count: 0,
             kind_counts: Box::new([0; 256]),
@@ -341,6 +345,15 @@ impl<'a> Stream<'a> {
             chunk += 1;
         }
         s.dropped = s.trailer.map_or(chunk_drops, |t| t.dropped);
+        // Dense when the largest id is within a few times the count: the table is then
+        // bounded by the file's own object table, whatever ids a hostile file declares.
+        let top = s.objects.keys().max().map_or(0, |&id| id as usize);
+        if top < 4 * s.objects.len() + 1024 {
+            s.dense_objects = vec![None; top + 1];
+            for (&id, &o) in &s.objects {
+                s.dense_objects[id as usize] = Some(o);
+            }
+        }
         for (kind, &n) in s.kind_counts.iter().enumerate() {
             if n > 0 {
                 s.counts.insert(EventKind::from_u8(kind as u8), n);
@@ -507,8 +520,13 @@ impl<'a> Stream<'a> {
     }
 
     /// The kind and address of an object (lock, condition variable, barrier).
+    #[inline]
     pub fn object(&self, id: u32) -> Option<(ObjectKind, u64)> {
-        self.objects.get(&id).copied()
+        if self.dense_objects.is_empty() {
+            self.objects.get(&id).copied()
+        } else {
+            self.dense_objects.get(id as usize).copied().flatten()
+        }
     }
 
     /// Every object the stream defines (kind, address), in no particular order.

@@ -113,7 +113,7 @@ pub fn analyze_streams(
     };
     let every = options.sample_every;
     let filter = options.filter;
-    let shared = shared_locks(streams);
+    let ids = LockIds::of(streams);
     let sources: Vec<Summing<'_, '_, '_>> = streams
         .iter()
         .enumerate()
@@ -123,11 +123,10 @@ pub fn analyze_streams(
             filter,
             keep_all: filter.is_empty(),
             tid: s.stream.header.tid,
-            shared: &shared,
-            last_lock: None,
+            ids: &ids,
         })
         .collect();
-    let mut sink = Sink::new(streams.len(), filter);
+    let mut sink = Sink::new(streams.len(), filter, &ids);
     let sources = pair_and_merge(sources, |m| sink.add(m));
     let mut pairers = Vec::with_capacity(sources.len());
     for source in sources {
@@ -278,22 +277,51 @@ impl SeqHold {
     }
 }
 
-/// Locks (by key) that more than one stream names in its object table. Only their holds can
-/// own another thread's acquisition or change owners, so only their holds (and contended
-/// ones) need the merged order; every other hold is summed where its stream is paired.
-fn shared_locks(streams: &[LockStream<'_, '_>]) -> FxSet<LockKey> {
-    let mut first: FxMap<LockKey, usize> = FxMap::default();
-    let mut shared = FxSet::default();
-    for (i, s) in streams.iter().enumerate() {
-        let pid = s.stream.header.pid;
-        for (_, address) in s.stream.objects() {
-            let key = LockKey { pid, address };
-            if *first.entry(key).or_insert(i) != i {
-                shared.insert(key);
+/// Every object the streams name, numbered (the report's per-lock entries are a vector in
+/// this order, so the merge finds a lock without hashing), and which of them more than one
+/// stream names. Only the holds of those shared locks can own another thread's acquisition or
+/// change owners, so only they (and contended ones) need the merged order; every other hold
+/// is summed where its stream is paired.
+struct LockIds {
+    ids: FxMap<LockKey, u32>,
+    keys: Vec<LockKey>,
+    shared: Vec<bool>,
+}
+
+impl LockIds {
+    fn of(streams: &[LockStream<'_, '_>]) -> LockIds {
+        let mut ids = LockIds {
+            ids: FxMap::default(),
+            keys: Vec::new(),
+            shared: Vec::new(),
+        };
+        let mut named_by: Vec<usize> = Vec::new();
+        for (i, s) in streams.iter().enumerate() {
+            let pid = s.stream.header.pid;
+            for (_, address) in s.stream.objects() {
+                let key = LockKey { pid, address };
+                let next = ids.keys.len() as u32;
+                let id = *ids.ids.entry(key).or_insert(next) as usize;
+                if id == ids.keys.len() {
+                    ids.keys.push(key);
+                    ids.shared.push(false);
+                    named_by.push(i);
+                } else if named_by[id] != i {
+                    ids.shared[id] = true;
+                }
             }
         }
+        ids
     }
-    shared
+
+    /// The number of `key`, which every hold's lock has: holds are made from their stream's
+    /// object table, which [`LockIds::of`] numbered.
+    fn id(&self, key: LockKey) -> u32 {
+        *self
+            .ids
+            .get(&key)
+            .expect("a hold's lock is in its stream's object table")
+    }
 }
 
 /// Ordered by `(acquired, thread, seq)` in the merge.
@@ -308,11 +336,12 @@ impl Ordered for SeqHold {
     }
 }
 
-/// A hold that needs the merged order, and whether the filter keeps it (decided where its
-/// stream is paired).
+/// A hold that needs the merged order, its lock's number in [`LockIds`], and whether the
+/// filter keeps it (decided where its stream is paired).
 #[derive(Debug, Clone, Copy)]
 struct Merged {
     hold: SeqHold,
+    lock: u32,
     kept: bool,
 }
 
@@ -332,9 +361,7 @@ struct Summing<'s, 'a, 'f> {
     filter: &'f Filter,
     keep_all: bool,
     tid: u32,
-    shared: &'f FxSet<LockKey>,
-    /// The last lock looked up in `shared`: loops take the same lock again and again.
-    last_lock: Option<(LockKey, bool)>,
+    ids: &'f LockIds,
 }
 
 impl HoldSource for Summing<'_, '_, '_> {
@@ -344,21 +371,14 @@ impl HoldSource for Summing<'_, '_, '_> {
     fn next_hold(&mut self) -> Option<Merged> {
         loop {
             let s = self.pairer.next_hold()?;
-            let h = &s.hold;
-            let kept = self.keep_all || self.filter.keeps(h, self.tid);
-            if kept {
-                self.sums.add(&s);
-            }
-            let shared = match self.last_lock {
-                Some((key, shared)) if key == h.lock => shared,
-                _ => {
-                    let shared = self.shared.contains(&h.lock);
-                    self.last_lock = Some((h.lock, shared));
-                    shared
-                }
-            };
-            if h.contended || shared {
-                return Some(Merged { hold: s, kept });
+            let kept = self.keep_all || self.filter.keeps(&s.hold, self.tid);
+            let (lock, shared) = self.sums.add(&s, kept, self.ids);
+            if s.hold.contended || shared {
+                return Some(Merged {
+                    hold: s,
+                    lock,
+                    kept,
+                });
             }
         }
     }
@@ -572,7 +592,6 @@ impl Hasher for FxHasher {
 }
 
 type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
-type FxSet<K> = std::collections::HashSet<K, BuildHasherDefault<FxHasher>>;
 
 /// Per-thread totals of condition waits and barriers (merged in thread order at the end).
 #[derive(Default)]
@@ -1035,17 +1054,22 @@ impl<T> LockTable<T> {
 
 /// One lock's sums over the holds one thread's filter kept, in that thread's order.
 struct LocalLock {
-    /// The first of them, `(acquired, seq)`, and its kind: the report's kind is that of the
+    /// Its number in [`LockIds`], and whether other threads name it.
+    id: u32,
+    shared: bool,
+    /// The first kept hold, `(acquired, seq)`, and its kind: the report's kind is that of the
     /// first kept hold of all threads.
-    first: (u64, u64),
-    kind: ObjectKind,
+    first: Option<(u64, u64, ObjectKind)>,
     acquisitions: u64,
     wait_ns: u64,
     hold_ns: u64,
     /// Each contended hold's wait, for the percentiles.
     waits: Vec<u64>,
-    sites: Vec<SiteStats>,
-    last_site: usize,
+    /// The first call site's sums in place (most locks are taken from one site per thread,
+    /// and a lookup per hold in a vector of its own was a cache miss per hold on a program
+    /// taking thousands of locks at random), the others after it.
+    site: SiteStats,
+    more_sites: Vec<SiteStats>,
 }
 
 /// What one thread's kept holds add up to: summed on its pairing thread, merged into the
@@ -1058,9 +1082,32 @@ struct LocalSums {
 }
 
 impl LocalSums {
+    /// Adds `s` when the filter `kept` it; gives its lock's number and whether it is shared.
     #[inline]
-    fn add(&mut self, s: &SeqHold) {
+    fn add(&mut self, s: &SeqHold, kept: bool, ids: &LockIds) -> (u32, bool) {
         let h = &s.hold;
+        let l = self.locks.entry(h.lock, || {
+            let id = ids.id(h.lock);
+            LocalLock {
+                id,
+                shared: ids.shared[id as usize],
+                first: None,
+                acquisitions: 0,
+                wait_ns: 0,
+                hold_ns: 0,
+                waits: Vec::new(),
+                site: SiteStats {
+                    site: h.site,
+                    ..SiteStats::default()
+                },
+                more_sites: Vec::new(),
+            }
+        });
+        let found = (l.id, l.shared);
+        if !kept {
+            return found;
+        }
+        l.first.get_or_insert((h.acquired_ns, s.seq, h.kind));
         let w = u64::from(h.weight);
         let (wait, hold) = (h.wait_ns(), h.hold_ns());
         let sum = &mut self.summary;
@@ -1080,41 +1127,32 @@ impl LocalSums {
             }
             None => Some((h.acquired_ns, h.released_ns)),
         };
-        let l = self.locks.entry(h.lock, || LocalLock {
-            first: (h.acquired_ns, s.seq),
-            kind: h.kind,
-            acquisitions: 0,
-            wait_ns: 0,
-            hold_ns: 0,
-            waits: Vec::new(),
-            sites: Vec::new(),
-            last_site: 0,
-        });
         l.acquisitions += w;
         l.wait_ns += wait;
         l.hold_ns += w * hold;
         if h.contended {
             l.waits.push(wait);
         }
-        let site = match l.sites.get(l.last_site) {
-            Some(x) if x.site == h.site => l.last_site,
-            _ => match l.sites.iter().position(|x| x.site == h.site) {
+        let st = if l.site.site == h.site {
+            &mut l.site
+        } else {
+            let i = match l.more_sites.iter().position(|x| x.site == h.site) {
                 Some(i) => i,
                 None => {
-                    l.sites.push(SiteStats {
+                    l.more_sites.push(SiteStats {
                         site: h.site,
                         ..SiteStats::default()
                     });
-                    l.sites.len() - 1
+                    l.more_sites.len() - 1
                 }
-            },
+            };
+            &mut l.more_sites[i]
         };
-        l.last_site = site;
-        let st = &mut l.sites[site];
         st.acquisitions += w;
         st.contended += u64::from(h.contended);
         st.wait_ns += wait;
         st.hold_ns += w * hold;
+        found
     }
 }
 
@@ -1148,7 +1186,8 @@ struct ThreadAgg {
 
 struct Sink<'f> {
     filter: &'f Filter,
-    locks: LockTable<LockAgg>,
+    /// Indexed by [`LockIds`] number.
+    locks: Vec<(LockKey, LockAgg)>,
     threads: Vec<ThreadAgg>,
     summary: Summary,
     contended: Vec<KeptContended>,
@@ -1168,10 +1207,10 @@ struct SinkEnd {
 }
 
 impl<'f> Sink<'f> {
-    fn new(threads: usize, filter: &'f Filter) -> Self {
+    fn new(threads: usize, filter: &'f Filter, ids: &LockIds) -> Self {
         Sink {
             filter,
-            locks: LockTable::default(),
+            locks: ids.keys.iter().map(|&k| (k, LockAgg::default())).collect(),
             threads: vec![ThreadAgg::default(); threads],
             summary: Summary::default(),
             contended: Vec::new(),
@@ -1184,8 +1223,7 @@ impl<'f> Sink<'f> {
     fn add(&mut self, m: Merged) {
         let s = m.hold;
         let h = s.hold;
-        self.locks.entry(h.lock, LockAgg::default);
-        let li = self.locks.last.expect("just looked up").1;
+        let li = m.lock as usize;
         // The owner, over all holds (the walk runs before the filter, as in `analyze`).
         let contended_index = if h.contended {
             let owner = self.owner_of(li, &s);
@@ -1199,7 +1237,7 @@ impl<'f> Sink<'f> {
         } else {
             None
         };
-        let agg = &mut self.locks.entries[li].1;
+        let agg = &mut self.locks[li].1;
         let slot = match agg.slots.get(agg.last_slot) {
             Some(slot) if slot.thread == h.thread => agg.last_slot,
             _ => match agg.slots.iter().position(|slot| slot.thread == h.thread) {
@@ -1241,26 +1279,34 @@ impl<'f> Sink<'f> {
         sum.wait_ns += mine.wait_ns;
         sum.duration_ns += mine.duration_ns;
         self.threads[thread] = sums.thread;
-        for (key, l) in sums.locks.entries {
-            let agg = self.locks.entry(key, LockAgg::default);
-            let first = (l.first.0, thread, l.first.1);
+        for (_, l) in sums.locks.entries {
+            let Some((acquired, seq, kind)) = l.first else {
+                continue; // no hold kept by the filter
+            };
+            let agg = &mut self.locks[l.id as usize].1;
+            let first = (acquired, thread, seq);
             if agg.first.is_none_or(|f| first < f) {
                 agg.first = Some(first);
-                agg.kind = Some(l.kind);
+                agg.kind = Some(kind);
             }
             agg.acquisitions += l.acquisitions;
             agg.wait_ns += l.wait_ns;
             agg.hold_ns += l.hold_ns;
             agg.waits.extend(l.waits);
             agg.threads.push(thread);
-            agg.sites.extend(l.sites);
+            // A site row of no kept hold (the first hold seen was not kept) adds nothing.
+            agg.sites.extend(
+                std::iter::once(l.site)
+                    .chain(l.more_sites)
+                    .filter(|s| s.acquisitions > 0),
+            );
         }
     }
 
     /// `previous_owners` for the contended hold `s` of lock `li`.
     fn owner_of(&mut self, li: usize, s: &SeqHold) -> Option<Node> {
         let now = s.hold.acquired_ns;
-        let agg = &mut self.locks.entries[li].1;
+        let agg = &mut self.locks[li].1;
         let mut best: Option<(usize, Candidate)> = None;
         for (i, slot) in agg.slots.iter_mut().enumerate() {
             if slot.thread == s.hold.thread {
@@ -1351,11 +1397,11 @@ impl<'f> Sink<'f> {
         let critical = Summary::of(on_path.iter().map(|s| &s.hold));
 
         let duration = end.end_ns - end.start_ns;
-        let mut sorted: Vec<usize> = (0..self.locks.entries.len()).collect();
-        sorted.sort_by_key(|&i| self.locks.entries[i].0);
+        let mut sorted: Vec<usize> = (0..self.locks.len()).collect();
+        sorted.sort_by_key(|&i| self.locks[i].0);
         let mut locks: Vec<LockStats> = Vec::new();
         for i in sorted {
-            let (key, agg) = &mut self.locks.entries[i];
+            let (key, agg) = &mut self.locks[i];
             let Some(kind) = agg.kind else {
                 continue; // no hold kept by the filter
             };
