@@ -537,7 +537,7 @@ fn tell_sharing(run: &RunDir, plan: &SharingPlan, notices: &mut dyn FnMut(Notice
             format!("no memory samples were imported into {shown} (see above)"),
         );
     } else if processes.is_empty() {
-        warn(notices, About::Outcome, format!("no sharing results were written into {shown}: the program was not built with `contend cc` ({}), or it did not exit normally (killed, or ended by _exit)", sharing::REBUILD));
+        warn(notices, About::Outcome, format!("no sharing results were written into {shown}: the program was not built with `contend cc` ({}), or it did not exit normally and could not write them (killed by SIGKILL, or a stack overflow)", sharing::REBUILD));
     } else {
         let good = processes.iter().filter(|p| p.error.is_none()).count();
         info(

@@ -209,6 +209,9 @@ fn forget(b: &Block, clear: bool) {
 }
 
 extern "C" fn malloc_work(n: usize, site: usize) -> Ptr {
+    // The signal-safe writer never allocates; glibc functions it might call would, here.
+    #[cfg(debug_assertions)]
+    crate::snapshot::no_allocation_here();
     let _in = InAlloc::enter();
     let p = call!(MALLOC, __libc_malloc, fn(usize) -> Ptr, n);
     allocated(p, n, site, MALLOC_);
@@ -216,6 +219,9 @@ extern "C" fn malloc_work(n: usize, site: usize) -> Ptr {
 }
 
 extern "C" fn calloc_work(n: usize, size: usize, site: usize) -> Ptr {
+    // The signal-safe writer never allocates; glibc functions it might call would, here.
+    #[cfg(debug_assertions)]
+    crate::snapshot::no_allocation_here();
     let _in = InAlloc::enter();
     let p = call!(CALLOC, __libc_calloc, fn(usize, usize) -> Ptr, n, size);
     allocated(p, n.saturating_mul(size), site, CALLOC_);
@@ -223,6 +229,9 @@ extern "C" fn calloc_work(n: usize, size: usize, site: usize) -> Ptr {
 }
 
 extern "C" fn realloc_work(old: Ptr, n: usize, site: usize) -> Ptr {
+    // The signal-safe writer never allocates; glibc functions it might call would, here.
+    #[cfg(debug_assertions)]
+    crate::snapshot::no_allocation_here();
     let _in = InAlloc::enter();
     if old.is_null() || !crate::active() {
         let p = call!(REALLOC, __libc_realloc, fn(Ptr, usize) -> Ptr, old, n);

@@ -235,6 +235,22 @@ pub fn objects(i: usize) -> Vec<Object> {
     v
 }
 
+/// The objects of slot `i` (0-based) copied into `into`, without allocating and without waiting
+/// long for their lock (async-signal-safe, for `snapshot`): the lock may be held by the very
+/// code a fatal signal interrupted. Returns how many; none when the lock stays taken.
+pub fn objects_into(i: usize, into: &mut [Object; MAX_OBJECTS]) -> usize {
+    let s = slot(i);
+    if !OBJECTS.try_lock_for(100_000) {
+        return 0;
+    }
+    // SAFETY: under OBJECTS.
+    let objects = unsafe { &*s.objects.get() };
+    let n = (s.nobjects.load(Ordering::Relaxed) as usize).min(MAX_OBJECTS);
+    into[..n].copy_from_slice(&objects[..n]);
+    OBJECTS.unlock();
+    n
+}
+
 /// Ends hot slot `id` (its line's heap block was freed at `now`).
 pub fn close(id: u32, now: u64) {
     let s = slot(id as usize - 1);
@@ -365,6 +381,12 @@ pub fn register_membarrier() {
         )
     } == 0;
     MEMBARRIER.store(ok, Ordering::Relaxed);
+}
+
+/// Lets statistics and histories change again after a snapshot (the process may go on: an
+/// `exec` failed, a signal was handled).
+pub fn resume() {
+    STOP.store(false, Ordering::SeqCst);
 }
 
 /// Stops statistics and histories changing and waits (up to about a second) for threads in the

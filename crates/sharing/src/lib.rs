@@ -14,14 +14,18 @@
 //! with its exact result, copies copy, allocations and locks call the real functions, errno is
 //! kept around everything the runtime does. With `CONTEND_SHARING_DIR` unset the runtime is
 //! inactive: the hooks do only that. See `config` for the options, `output` for the files
-//! written at exit, HOOKS.md for the hooks of each compiler.
+//! written at exit, `ending` and `snapshot` for the same files written on a fatal signal, at
+//! `_exit` and before `exec`, HOOKS.md for the hooks of each compiler.
 //!
 //! Limits (by design): threads whose indices are equal modulo 48 share a holder bit (a read
 //! by one of a version another holds is not seen as a transfer); threads beyond index 65534
 //! share that index and are not itemised; accesses by an instrumented signal handler that
 //! interrupts the runtime's own statistics update are counted but not itemised; results are
-//! written by `exit` (returning from `main`, or `exit` from any thread), not by `_exit`, a
-//! fatal signal or `exec`; two threads calling `exit` at once may end the process while the
+//! written by `exit` (returning from `main`, or `exit` from any thread), and also by `_exit`,
+//! before `exec`, and on a fatal signal while the program leaves that signal at its default
+//! action (see `ending` for which and how), not on SIGKILL or a stack overflow; a program that
+//! execs another built with `contend cc` has its results replaced by the new image's (same
+//! pid); two threads calling `exit` at once may end the process while the
 //! first writes (nothing half-written is left: files are renamed into place); memory given
 //! back with `munmap` (other than through `free`) keeps its lines' state; the history of a
 //! hot line is in the order its accesses took their entries, which can differ slightly from
@@ -31,7 +35,8 @@
 //! `alloc` (allocator interposition) and `live` (the live heap blocks), `locks`, `threads`
 //! (indices, records, `pthread_create`), `access` (the fast and slow paths), `model` (the state
 //! word), `shadow` (one entry per line), `hot` (hot slots, histories), `stats` (per-thread
-//! statistics), `output`, `config`, `real` (finding the real functions), `trampoline`,
+//! statistics), `output`, `ending` (signals, `_exit`, `exec`) and `snapshot` (the writer they
+//! use, async-signal-safe), `config`, `real` (finding the real functions), `trampoline`,
 //! `sync`, `sys`.
 
 // The interposed symbols (malloc, memcpy, pthread_create, ...) would replace the test
@@ -47,6 +52,8 @@ mod alloc;
 mod atomics;
 mod config;
 #[cfg(not(test))]
+mod ending;
+#[cfg(not(test))]
 mod hooks;
 mod hot;
 mod live;
@@ -58,6 +65,7 @@ pub mod model;
 mod output;
 mod real;
 mod shadow;
+mod snapshot;
 mod stats;
 mod sync;
 mod sys;
@@ -84,6 +92,8 @@ const MALLOC_ALIGN: usize = 16;
 // SAFETY: glibc's allocator functions meet GlobalAlloc's contract for these alignments.
 unsafe impl std::alloc::GlobalAlloc for LibcAllocator {
     unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        #[cfg(debug_assertions)]
+        snapshot::no_allocation_here();
         // SAFETY: plain allocations.
         unsafe {
             if layout.align() <= MALLOC_ALIGN {
@@ -94,6 +104,8 @@ unsafe impl std::alloc::GlobalAlloc for LibcAllocator {
         }
     }
     unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
+        #[cfg(debug_assertions)]
+        snapshot::no_allocation_here();
         if layout.align() <= MALLOC_ALIGN {
             // SAFETY: a plain allocation.
             unsafe { __libc_calloc(1, layout.size()).cast() }
@@ -113,6 +125,8 @@ unsafe impl std::alloc::GlobalAlloc for LibcAllocator {
         unsafe { __libc_free(p.cast()) }
     }
     unsafe fn realloc(&self, p: *mut u8, layout: std::alloc::Layout, size: usize) -> *mut u8 {
+        #[cfg(debug_assertions)]
+        snapshot::no_allocation_here();
         if layout.align() <= MALLOC_ALIGN {
             // SAFETY: p came from __libc_malloc/calloc.
             return unsafe { __libc_realloc(p.cast(), size).cast() };
@@ -191,6 +205,7 @@ fn resolve_real() {
     mem::resolve();
     alloc::resolve();
     locks::resolve();
+    ending::resolve();
     CREATE.get();
 }
 
@@ -223,6 +238,8 @@ fn start(cfg: &config::Config) {
             Some(after_fork_child),
         )
     };
+    #[cfg(not(test))]
+    ending::install();
     ACTIVE.store(true, Ordering::Release);
 }
 
@@ -254,6 +271,9 @@ extern "C" fn after_fork_child() {
     hot::renew_in_child();
     threads::renew_in_child();
     output::renew_in_child();
+    snapshot::renew_in_child();
+    #[cfg(not(test))]
+    ending::renew_in_child();
     hot::register_membarrier();
     PARENT_PID.store(PID.load(Ordering::Relaxed), Ordering::Relaxed);
     PID.store(sys::getpid(), Ordering::Relaxed);
@@ -276,7 +296,9 @@ fn finish() {
         started_ns: STARTED_NS.load(Ordering::Relaxed),
     };
     let hot_after = if cfg.exhaustive { 0 } else { cfg.hot_after };
+    snapshot::exit_writer_starts();
     output::write(&process, cfg, hot_after);
+    snapshot::exit_writer_done();
 }
 
 // ---- pthread_create ----

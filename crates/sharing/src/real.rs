@@ -46,6 +46,46 @@ impl Real {
         found
     }
 
+    /// `get`, for a function libc defines, falling back to libc's own definition when
+    /// RTLD_NEXT finds none: the runtime was loaded after libc (a dependency of an instrumented
+    /// library that a program built without `contend cc` loads), so its interposed functions
+    /// are not the ones the program calls, but the runtime calls the real ones itself. 0 when
+    /// neither has it (or while `dlsym` is busy).
+    pub fn get_or_libc(&self) -> usize {
+        let v = self.get();
+        if v != 0 || RESOLVING.load(Ordering::Acquire) {
+            return v;
+        }
+        // SAFETY: NOLOAD returns the libc already loaded (or null); the handle is closed.
+        let found = unsafe {
+            let h = libc::dlopen(c"libc.so.6".as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD);
+            if h.is_null() {
+                return 0;
+            }
+            let f = libc::dlsym(h, self.name.as_ptr()) as usize;
+            libc::dlclose(h);
+            f
+        };
+        if found != 0 {
+            self.slot.store(found, Ordering::Relaxed);
+        }
+        found
+    }
+
+    /// `require` with `get_or_libc`'s fallback.
+    pub fn require_or_libc(&self) -> usize {
+        let v = self.get_or_libc();
+        if v != 0 {
+            return v;
+        }
+        self.require()
+    }
+
+    /// The address if it was resolved, else 0; never resolves (async-signal-safe).
+    pub fn cached(&self) -> usize {
+        self.slot.load(Ordering::Relaxed)
+    }
+
     /// The address, waiting for another thread's resolution; aborts with a message if the
     /// function does not exist (returning without doing the call would corrupt the program).
     pub fn require(&self) -> usize {

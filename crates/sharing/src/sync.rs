@@ -30,6 +30,21 @@ impl SpinLock {
         }
     }
 
+    /// Takes the lock unless it stays held for `tries` attempts; whether it was taken.
+    pub fn try_lock_for(&self, tries: u32) -> bool {
+        for _ in 0..tries {
+            if self
+                .0
+                .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                return true;
+            }
+            std::hint::spin_loop();
+        }
+        false
+    }
+
     #[inline]
     pub fn unlock(&self) {
         self.0.store(false, Ordering::Release);

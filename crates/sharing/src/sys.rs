@@ -79,6 +79,28 @@ pub fn zero_pages(addr: usize, len: usize) {
     unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_DONTNEED) };
 }
 
+/// `say` without allocating (async-signal-safe): the message in parts, written at once.
+pub fn say_parts(parts: &[&[u8]]) {
+    let mut line = [0u8; 1024];
+    let mut len = 0;
+    for part in [&b"contend sharing: "[..]]
+        .iter()
+        .chain(parts)
+        .chain(&[&b"\n"[..]])
+    {
+        let n = part.len().min(line.len() - 1 - len);
+        line[len..len + n].copy_from_slice(&part[..n]);
+        len += n;
+    }
+    if line[len - 1] != b'\n' {
+        line[len] = b'\n';
+        len += 1;
+    }
+    let _keep = KeepErrno::new();
+    // SAFETY: writing a buffer to fd 2.
+    unsafe { libc::write(2, line.as_ptr().cast(), len) };
+}
+
 /// One line on stderr, `contend sharing: MESSAGE`.
 pub fn say(message: &str) {
     let line = format!("contend sharing: {message}\n");

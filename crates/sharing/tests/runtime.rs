@@ -701,3 +701,144 @@ fn conformance_programs_behave_identically_with_the_runtime_preloaded() {
     let r = results(dir.path());
     assert!(r.processes.len() >= 12);
 }
+
+/// Runs endings.c in `mode` with the runtime active; its status and results.
+fn run_ending(exe: &Path, mode: &str) -> (Output, String, Results) {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    let out = run(exe, &[mode], &[("CONTEND_SHARING_DIR", &d)], dir.path());
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        dir.path().join("sharing").is_dir(),
+        "{mode}: no results written; {:?}, stderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut r = results(dir.path());
+    r._keep = Some(dir);
+    (out, stdout, r)
+}
+
+/// The false sharing endings.c did before it ended (`rounds` times, each with two new worker
+/// threads): one hot line at its struct, written by the workers at offsets 0 and 8, with a
+/// history that replays to transfers. Returns the writes counted in the process.
+fn check_the_sharing(what: &str, stdout: &str, r: &Results, rounds: u16) -> u64 {
+    let (s, entries) = r.only();
+    let at = address(stdout, "struct");
+    let lines = lines_at(s, at);
+    assert_eq!(
+        lines.len(),
+        1,
+        "{what}: one hot line at {at:#x}: {:#?}",
+        s.lines
+    );
+    let line = lines[0];
+    assert_eq!(
+        writers_of(line),
+        (1..=2 * rounds).collect(),
+        "{what}: {line:#?}"
+    );
+    assert_eq!(offsets_of(line), [0, 8].into(), "{what}");
+    assert!(transfers_of(line) > 64, "{what}: {line:#?}");
+    assert_eq!(line.end, LineEnd::Exit);
+    let hist = sharing::line_history(entries, line, s).unwrap();
+    assert!(hist.len() > 100, "{what}: {} history entries", hist.len());
+    assert!(
+        replay(&hist) > 50,
+        "{what}: the history replays to transfers"
+    );
+    assert_eq!(s.totals.hot_lines as usize, s.lines.len());
+    assert!(
+        s.threads.len() > usize::from(2 * rounds),
+        "{what}: {:?}",
+        s.threads
+    );
+    s.totals.writes
+}
+
+#[test]
+fn fatal_signals_write_the_results_and_end_the_process_as_without_the_runtime() {
+    use std::os::unix::process::ExitStatusExt;
+    for cc in compilers() {
+        let exe = build(cc, "endings.c", false);
+        let plain = build(cc, "endings.c", true);
+        for (mode, signal) in [
+            ("abort", libc::SIGABRT),
+            ("segv", libc::SIGSEGV),
+            ("term", libc::SIGTERM),
+            ("reraise", libc::SIGSEGV),
+        ] {
+            let what = format!("{cc} {mode}");
+            let cwd = tempfile::tempdir().unwrap();
+            let reference = run(&plain, &[mode], &[], cwd.path()).status;
+            assert_eq!(reference.signal(), Some(signal), "{what}: uninstrumented");
+            let (out, stdout, r) = run_ending(&exe, mode);
+            assert_eq!(
+                out.status.signal(),
+                Some(signal),
+                "{what}: {:?}",
+                out.status
+            );
+            assert_eq!(out.status.into_raw(), reference.into_raw(), "{what}");
+            check_the_sharing(&what, &stdout, &r, 1);
+        }
+    }
+}
+
+#[test]
+fn exit_and_exec_write_the_results_first() {
+    for cc in compilers() {
+        let exe = build(cc, "endings.c", false);
+        // handler: the program's own SIGSEGV handler runs (not the runtime's) and calls _exit.
+        for (mode, code) in [
+            ("_exit", 3),
+            ("_Exit", 4),
+            ("execv", 5),
+            ("execl", 6),
+            ("handler", 7),
+        ] {
+            let what = format!("{cc} {mode}");
+            let (out, stdout, r) = run_ending(&exe, mode);
+            assert_eq!(
+                out.status.code(),
+                Some(code),
+                "{what}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            check_the_sharing(&what, &stdout, &r, 1);
+        }
+    }
+}
+
+#[test]
+fn after_a_failed_exec_a_handled_signal_or_a_vfork_child_the_program_goes_on_measured() {
+    for cc in compilers() {
+        let exe = build(cc, "endings.c", false);
+        let (_, stdout, once) = run_ending(&exe, "abort");
+        let writes_once = check_the_sharing(&format!("{cc} abort"), &stdout, &once, 1);
+        // The sharing twice: a snapshot before the failed exec must not stop the statistics,
+        // and the exit writer's results replace it. A vfork child shares the memory: its exec
+        // must write nothing and stop nothing.
+        for mode in ["execfail", "vfork"] {
+            let what = format!("{cc} {mode}");
+            let (out, stdout, r) = run_ending(&exe, mode);
+            ok(&out, &what);
+            let writes = check_the_sharing(&what, &stdout, &r, 2);
+            assert!(
+                writes > writes_once * 3 / 2,
+                "{what}: {writes} writes counted, {writes_once} for one round of sharing"
+            );
+        }
+        let (out, stdout, r) = run_ending(&exe, "handled");
+        ok(
+            &out,
+            &format!("{cc} handled: the program's SIGTERM handler ran"),
+        );
+        check_the_sharing(&format!("{cc} handled"), &stdout, &r, 1);
+        // A forked child that execs at once (a launcher's fork-then-exec) writes nothing: the
+        // only results are the parent's (`only` checks there is one process).
+        let (out, stdout, r) = run_ending(&exe, "forkexec");
+        ok(&out, &format!("{cc} forkexec"));
+        check_the_sharing(&format!("{cc} forkexec"), &stdout, &r, 1);
+    }
+}

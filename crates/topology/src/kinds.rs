@@ -9,8 +9,8 @@
 //! one kind: 64 and 67 are one kind, 39 another.
 
 use crate::cpuset::CpuSet;
-use crate::sysfs::read_text;
-use crate::CoreKind;
+use crate::tree::{Found, Tree, CPUINFO};
+use crate::{CoreKind, TopologyError};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -30,10 +30,11 @@ fn parse_hex(s: &str) -> Option<u32> {
 }
 
 impl CpuInfo {
-    pub fn read(path: &Path) -> CpuInfo {
-        read_text(path)
-            .map(|t| CpuInfo::parse(&t))
-            .unwrap_or_default()
+    pub fn read(tree: &Tree, path: &Path) -> Result<CpuInfo, TopologyError> {
+        Ok(match tree.read(path, CPUINFO)? {
+            Found::Text(t) => CpuInfo::parse(&t),
+            Found::Absent | Found::Unreadable(_) => CpuInfo::default(),
+        })
     }
 
     pub fn parse(text: &str) -> CpuInfo {
@@ -127,20 +128,21 @@ fn arm_core_name(implementer: u32, part: u32) -> String {
 
 /// Finds core kinds; empty unless more than one kind is found.
 pub(crate) fn detect(
-    root: &Path,
+    tree: &Tree,
     cpu_dir: &Path,
     online: &CpuSet,
     cpuinfo: &CpuInfo,
-) -> Vec<CoreKind> {
+) -> Result<Vec<CoreKind>, TopologyError> {
     // 1. Intel hybrid PMUs.
-    let pmu = |name: &str| {
-        read_text(&root.join(format!("sys/devices/{name}/cpus")))
+    let pmu = |name: &str| -> Result<Option<CpuSet>, TopologyError> {
+        Ok(tree
+            .text(&tree.root().join(format!("sys/devices/{name}/cpus")))?
             .and_then(|t| CpuSet::parse_list(&t).ok())
-            .map(|s| s.intersection(online))
+            .map(|s| s.intersection(online)))
     };
-    if let (Some(p), Some(e)) = (pmu("cpu_core"), pmu("cpu_atom")) {
+    if let (Some(p), Some(e)) = (pmu("cpu_core")?, pmu("cpu_atom")?) {
         if !p.is_empty() && !e.is_empty() {
-            return vec![
+            return Ok(vec![
                 CoreKind {
                     name: "P-core".into(),
                     cpus: p,
@@ -151,7 +153,7 @@ pub(crate) fn detect(
                     cpus: e,
                     evidence: "/sys/devices/cpu_atom/cpus".into(),
                 },
-            ];
+            ]);
         }
     }
 
@@ -160,14 +162,19 @@ pub(crate) fn detect(
     let mut evidence = "/proc/cpuinfo CPU part";
     for cpu in online.iter() {
         let from_info = cpuinfo.arm_parts.get(&cpu).copied();
-        let from_midr = || {
-            let midr = read_text(&cpu_dir.join(format!("cpu{cpu}/regs/identification/midr_el1")))?;
-            let v = u64::from_str_radix(midr.trim_start_matches("0x"), 16).ok()?;
-            Some((((v >> 24) & 0xff) as u32, ((v >> 4) & 0xfff) as u32))
+        let from_midr = || -> Result<Option<(u32, u32)>, TopologyError> {
+            let path = cpu_dir.join(format!("cpu{cpu}/regs/identification/midr_el1"));
+            let Some(midr) = tree.text(&path)? else {
+                return Ok(None);
+            };
+            let Ok(v) = u64::from_str_radix(midr.trim_start_matches("0x"), 16) else {
+                return Ok(None);
+            };
+            Ok(Some((((v >> 24) & 0xff) as u32, ((v >> 4) & 0xfff) as u32)))
         };
         let key = match from_info {
             Some(k) => k,
-            None => match from_midr() {
+            None => match from_midr()? {
                 Some(k) => {
                     evidence = "regs/identification/midr_el1";
                     k
@@ -190,7 +197,7 @@ pub(crate) fn detect(
             })
             .collect();
         kinds.sort_by_key(|k| k.cpus.first());
-        return kinds;
+        return Ok(kinds);
     }
 
     // 3. Performance hints, grouped by gaps.
@@ -201,7 +208,9 @@ pub(crate) fn detect(
     ] {
         let mut values: BTreeMap<u32, u64> = BTreeMap::new();
         for cpu in online.iter() {
-            match read_text(&cpu_dir.join(format!("cpu{cpu}/{file}"))).and_then(|t| t.parse().ok())
+            match tree
+                .text(&cpu_dir.join(format!("cpu{cpu}/{file}")))?
+                .and_then(|t| t.parse().ok())
             {
                 Some(v) => {
                     values.insert(cpu, v);
@@ -220,7 +229,7 @@ pub(crate) fn detect(
             continue;
         }
         let n = classes.len();
-        return classes
+        return Ok(classes
             .iter()
             .enumerate()
             .rev() // fastest class first
@@ -246,9 +255,9 @@ pub(crate) fn detect(
                     evidence: format!("{file} ({label} {range})"),
                 }
             })
-            .collect();
+            .collect());
     }
-    Vec::new()
+    Ok(Vec::new())
 }
 
 /// Sorted value ranges, split wherever the next value exceeds the previous by [`KIND_GAP`].

@@ -10,6 +10,7 @@ pub mod cpuset;
 mod kinds;
 mod synthetic;
 mod sysfs;
+mod tree;
 
 pub use cpuset::{CpuSet, CpuSetError};
 pub use synthetic::SYNTHETIC_GRAMMAR;
@@ -22,6 +23,14 @@ use std::path::{Path, PathBuf};
 pub enum TopologyError {
     #[error("{path}: {why}")]
     Unreadable { path: PathBuf, why: String },
+    /// A file whose contents cannot be used and cannot be repaired around. `text` is quoted
+    /// (shortened when long) in the message.
+    #[error("{path} holds {text:?}: {why}")]
+    Malformed {
+        path: PathBuf,
+        text: String,
+        why: String,
+    },
     #[error(
         "bad synthetic spec `{spec}`: {why} (for the grammar see `contend topo --help-synthetic`)"
     )]

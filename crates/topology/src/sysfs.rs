@@ -4,52 +4,59 @@
 //! fixtures/topology/README.md): trailing NUL bytes, missing files on old kernels, list and mask
 //! forms that disagree (the mask wins: hand edits and hotplug update masks), offline CPUs without
 //! `topology/`, sparse node ids, distance rows longer than the node count. Every such repair is
-//! recorded in [`Topology::notes`].
+//! recorded in [`Topology::notes`]. Files are read through [`Tree`]: contained in the root,
+//! regular files only, bounded.
 
-use crate::cpuset::{trim_sysfs, CpuSet};
+use crate::cpuset::CpuSet;
 use crate::kinds;
+use crate::tree::{Found, Tree, MEMINFO, SYSFS_FILE};
 use crate::{
     Cache, CacheKind, Cluster, Core, Die, Machine, Node, Package, Pu, Source, Topology,
     TopologyError,
 };
 use std::collections::BTreeMap;
-use std::fs;
-use std::path::Path;
-
-/// Reads a small text file; `None` when absent or unreadable (sysfs files vanish with hotplug).
-pub(crate) fn read_text(path: &Path) -> Option<String> {
-    let bytes = fs::read(path).ok()?;
-    Some(trim_sysfs(&String::from_utf8_lossy(&bytes)).to_string())
-}
+use std::path::{Path, PathBuf};
 
 /// A file holding a CPU or node list (`0-3,8`); `None` when absent or malformed.
-fn read_list(path: &Path) -> Option<CpuSet> {
-    read_text(path).and_then(|t| CpuSet::parse_list(&t).ok())
+fn read_list(tree: &Tree, path: &Path) -> Result<Option<CpuSet>, TopologyError> {
+    Ok(tree.text(path)?.and_then(|t| CpuSet::parse_list(&t).ok()))
 }
 
-fn read_i64(path: &Path) -> Option<i64> {
-    read_text(path)?.parse().ok()
+fn read_i64(tree: &Tree, path: &Path) -> Result<Option<i64>, TopologyError> {
+    Ok(tree.text(path)?.and_then(|t| t.parse().ok()))
+}
+
+/// The error for a file that must hold something usable; the text is quoted, shortened.
+fn malformed(path: PathBuf, text: &str, why: impl Into<String>) -> TopologyError {
+    const SHOWN: usize = 60;
+    let mut shown: String = text.chars().take(SHOWN).collect();
+    if text.chars().count() > SHOWN {
+        shown.push('…');
+    }
+    TopologyError::Malformed {
+        path,
+        text: shown,
+        why: why.into(),
+    }
 }
 
 /// Numbered entries `prefixN` of a directory, ascending.
-fn numbered_dirs(dir: &Path, prefix: &str) -> Vec<u32> {
-    let mut ids: Vec<u32> = fs::read_dir(dir)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .filter_map(|e| {
-                    let name = e.file_name().into_string().ok()?;
-                    let rest = name.strip_prefix(prefix)?;
-                    if rest.is_empty() || !rest.bytes().all(|b| b.is_ascii_digit()) {
-                        return None;
-                    }
-                    // Ids beyond any real machine are a corrupt or hostile tree: skipped.
-                    rest.parse().ok().filter(|&id| id <= crate::cpuset::MAX_CPU)
-                })
-                .collect()
+fn numbered_dirs(tree: &Tree, dir: &Path, prefix: &str) -> Result<Vec<u32>, TopologyError> {
+    let mut ids: Vec<u32> = tree
+        .list(dir)?
+        .into_iter()
+        .filter_map(|name| {
+            let name = name.into_string().ok()?;
+            let rest = name.strip_prefix(prefix)?;
+            if rest.is_empty() || !rest.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            // Ids beyond any real machine are a corrupt or hostile tree: skipped.
+            rest.parse().ok().filter(|&id| id <= crate::cpuset::MAX_CPU)
         })
-        .unwrap_or_default();
+        .collect();
     ids.sort_unstable();
-    ids
+    Ok(ids)
 }
 
 /// Counts disagreements between the list and mask forms of one kind of file, so that one note
@@ -67,15 +74,17 @@ impl Disagreements {
 /// Reads a CPU set that exists as a mask file and/or a list file; the mask wins. `owner` is the
 /// CPU (or node, per `unit`) whose directory `dir` is.
 fn read_set(
+    tree: &Tree,
     dir: &Path,
-    mask_name: &str,
-    list_name: &str,
+    (mask_name, list_name): (&str, &str),
     (owner, unit): (u32, &'static str),
     disagree: &mut Disagreements,
-) -> Option<CpuSet> {
+) -> Result<Option<CpuSet>, TopologyError> {
     let parent = dir.file_name().unwrap_or_default().to_string_lossy();
     let mut parse = |name: &str, parser: fn(&str) -> Result<CpuSet, crate::CpuSetError>| {
-        let text = read_text(&dir.join(name))?;
+        let Some(text) = tree.text(&dir.join(name))? else {
+            return Ok(None);
+        };
         let parsed = parser(&text).ok();
         if parsed.is_none() {
             disagree.record(
@@ -84,11 +93,11 @@ fn read_set(
                 owner,
             );
         }
-        parsed
+        Ok::<_, TopologyError>(parsed)
     };
-    let mask = parse(mask_name, CpuSet::parse_mask);
-    let list = parse(list_name, CpuSet::parse_list);
-    match (mask, list) {
+    let mask = parse(mask_name, CpuSet::parse_mask)?;
+    let list = parse(list_name, CpuSet::parse_list)?;
+    Ok(match (mask, list) {
         (Some(m), Some(l)) => {
             if m != l {
                 disagree.record(
@@ -101,7 +110,7 @@ fn read_set(
         }
         (Some(m), None) => Some(m),
         (None, l) => l,
-    }
+    })
 }
 
 /// Splits CPUs into disjoint groups given each CPU's own idea of its group. The first CPU of a
@@ -164,112 +173,57 @@ struct CpuFacts {
 pub(crate) fn read(root: &Path) -> Result<Topology, TopologyError> {
     let cpu_dir = root.join("sys/devices/system/cpu");
     let node_dir = root.join("sys/devices/system/node");
-    let cpu_ids = numbered_dirs(&cpu_dir, "cpu");
+    let not_a_snapshot = |path: PathBuf, why: String| TopologyError::Unreadable {
+        path,
+        why: format!(
+            "{why}; pass the root of a sysfs snapshot \
+             (the directory that contains sys/devices/system/cpu)"
+        ),
+    };
+    let tree = Tree::open(root).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => not_a_snapshot(cpu_dir.clone(), "does not exist".into()),
+        _ => not_a_snapshot(root.to_path_buf(), e.to_string()),
+    })?;
+    let cpu_ids = numbered_dirs(&tree, &cpu_dir, "cpu")?;
     if cpu_ids.is_empty() {
-        let why = if cpu_dir.is_dir() {
-            "holds no cpuN directories".to_string()
+        let why = if tree.is_dir(&cpu_dir)? {
+            "holds no cpuN directories"
         } else {
-            "does not exist".to_string()
+            "does not exist"
         };
-        return Err(TopologyError::Unreadable {
-            path: cpu_dir,
-            why: format!("{why}; pass the root of a sysfs snapshot (the directory that contains sys/devices/system/cpu)"),
-        });
+        return Err(not_a_snapshot(cpu_dir, why.into()));
     }
     let mut notes = Vec::new();
     let mut disagree = Disagreements::default();
 
-    // Which CPUs are online: cpuN/online, else membership in cpu/online, else assumed online.
-    let online_file = read_list(&cpu_dir.join("online"));
-    let mut online = CpuSet::new();
-    let mut offline = CpuSet::new();
-    for &id in &cpu_ids {
-        let own = read_text(&cpu_dir.join(format!("cpu{id}/online")));
-        let is_online = match (&own, &online_file) {
-            (Some(v), _) => v == "1",
-            (None, Some(set)) => set.contains(id),
-            (None, None) => true,
-        };
-        if let (Some(v), Some(set)) = (&own, &online_file) {
-            if (v == "1") != set.contains(id) {
-                notes.push(format!(
-                    "cpu{id}/online says {v} but cpu/online says otherwise; used cpu{id}/online"
-                ));
-            }
-        }
-        if is_online {
-            online.insert(id);
-        } else {
-            offline.insert(id);
-        }
-    }
-    if online_file.is_none() {
-        notes.push(
-            "no cpu/online file (old kernel): CPUs without cpuN/online taken as online".into(),
-        );
-    }
-    if online.is_empty() {
-        return Err(TopologyError::Unreadable {
-            path: cpu_dir,
-            why: "no CPU is online in this tree".into(),
-        });
-    }
+    let (online, offline) = read_online(&tree, &cpu_dir, &cpu_ids, &mut notes)?;
 
     // Per-CPU topology files.
     let mut facts: BTreeMap<u32, CpuFacts> = BTreeMap::new();
     let mut no_topology = CpuSet::new();
     for cpu in online.iter() {
         let t = cpu_dir.join(format!("cpu{cpu}/topology"));
-        if !t.is_dir() {
+        if !tree.is_dir(&t)? {
             no_topology.insert(cpu);
         }
+        let mut set = |forms: (&str, &str)| read_set(&tree, &t, forms, (cpu, "CPU"), &mut disagree);
         // core_cpus is the newer name of thread_siblings, package_cpus of core_siblings.
-        let threads = read_set(
-            &t,
-            "core_cpus",
-            "core_cpus_list",
-            (cpu, "CPU"),
-            &mut disagree,
-        )
-        .or_else(|| {
-            read_set(
-                &t,
-                "thread_siblings",
-                "thread_siblings_list",
-                (cpu, "CPU"),
-                &mut disagree,
-            )
-        });
-        let package_cpus = read_set(
-            &t,
-            "package_cpus",
-            "package_cpus_list",
-            (cpu, "CPU"),
-            &mut disagree,
-        )
-        .or_else(|| {
-            read_set(
-                &t,
-                "core_siblings",
-                "core_siblings_list",
-                (cpu, "CPU"),
-                &mut disagree,
-            )
-        });
-        let cluster_cpus = read_set(
-            &t,
-            "cluster_cpus",
-            "cluster_cpus_list",
-            (cpu, "CPU"),
-            &mut disagree,
-        );
+        let threads = match set(("core_cpus", "core_cpus_list"))? {
+            Some(s) => Some(s),
+            None => set(("thread_siblings", "thread_siblings_list"))?,
+        };
+        let package_cpus = match set(("package_cpus", "package_cpus_list"))? {
+            Some(s) => Some(s),
+            None => set(("core_siblings", "core_siblings_list"))?,
+        };
+        let cluster_cpus = set(("cluster_cpus", "cluster_cpus_list"))?;
         facts.insert(
             cpu,
             CpuFacts {
-                package_id: read_i64(&t.join("physical_package_id")),
-                die_id: read_i64(&t.join("die_id")),
-                core_id: read_i64(&t.join("core_id")),
-                cluster_id: read_i64(&t.join("cluster_id")),
+                package_id: read_i64(&tree, &t.join("physical_package_id"))?,
+                die_id: read_i64(&tree, &t.join("die_id"))?,
+                core_id: read_i64(&tree, &t.join("core_id"))?,
+                cluster_id: read_i64(&tree, &t.join("cluster_id"))?,
                 threads,
                 package_cpus,
                 cluster_cpus,
@@ -382,8 +336,8 @@ pub(crate) fn read(root: &Path) -> Result<Topology, TopologyError> {
         }));
     }
 
-    let caches = read_caches(&cpu_dir, &online, &mut disagree);
-    let (nodes, distances) = read_nodes(&node_dir, &online, &mut notes, &mut disagree);
+    let caches = read_caches(&tree, &cpu_dir, &online, &mut disagree)?;
+    let (nodes, distances) = read_nodes(&tree, &node_dir, &online, &mut notes, &mut disagree)?;
 
     for ((what, unit), ids) in &disagree.0 {
         notes.push(format!(
@@ -393,20 +347,37 @@ pub(crate) fn read(root: &Path) -> Result<Topology, TopologyError> {
         ));
     }
 
-    let cpuinfo = kinds::CpuInfo::read(&root.join("proc/cpuinfo"));
-    let core_kinds = kinds::detect(root, &cpu_dir, &online, &cpuinfo);
+    let cpuinfo = kinds::CpuInfo::read(&tree, &root.join("proc/cpuinfo"))?;
+    let core_kinds = kinds::detect(&tree, &cpu_dir, &online, &cpuinfo)?;
     let machine = Machine {
         model: cpuinfo.model(),
         arch: cpuinfo.arch.clone(),
     };
+
+    // Shown only, so a malformed one is noted, not fatal.
+    let mut shown_list = |name: &str| -> Result<Option<CpuSet>, TopologyError> {
+        let Some(text) = tree.text(&cpu_dir.join(name))? else {
+            return Ok(None);
+        };
+        let parsed = CpuSet::parse_list(&text).ok();
+        if parsed.is_none() {
+            notes.push(format!(
+                "cpu/{name} holds {:?}: not a CPU list (ignored)",
+                text.chars().take(60).collect::<String>()
+            ));
+        }
+        Ok(parsed)
+    };
+    let possible = shown_list("possible")?;
+    let present = shown_list("present")?;
 
     let mut topo = Topology {
         source: Source::Snapshot {
             root: root.to_path_buf(),
         },
         machine,
-        possible: read_list(&cpu_dir.join("possible")),
-        present: read_list(&cpu_dir.join("present")),
+        possible,
+        present,
         online,
         offline,
         packages,
@@ -422,6 +393,119 @@ pub(crate) fn read(root: &Path) -> Result<Topology, TopologyError> {
     };
     finish(&mut topo);
     Ok(topo)
+}
+
+/// Which CPUs are online: `cpuN/online` ("1" or "0"), else membership in `cpu/online`, else
+/// online. A malformed `cpu/online` is an error (every other fact is filtered through it); an
+/// empty or unreadable `cpuN/online` is not "offline" (old ia64 kernels leave them empty; hwloc
+/// counts those CPUs as online), and the CPUs so taken are named in a note.
+fn read_online(
+    tree: &Tree,
+    cpu_dir: &Path,
+    cpu_ids: &[u32],
+    notes: &mut Vec<String>,
+) -> Result<(CpuSet, CpuSet), TopologyError> {
+    let online_path = cpu_dir.join("online");
+    let online_file = match tree.read(&online_path, SYSFS_FILE)? {
+        Found::Text(t) if t.is_empty() => {
+            notes.push("cpu/online is empty: ignored".into());
+            None
+        }
+        Found::Text(t) => Some(CpuSet::parse_list(&t).map_err(|e| {
+            let why = match e {
+                crate::CpuSetError::BadList { why, .. }
+                | crate::CpuSetError::BadMask { why, .. } => why,
+            };
+            malformed(
+                online_path.clone(),
+                &t,
+                format!("not a CPU list ({why}; the kernel writes a form like 0-3,8)"),
+            )
+        })?),
+        Found::Absent => None,
+        Found::Unreadable(e) => {
+            notes.push(format!("cpu/online is unreadable ({e}): ignored"));
+            None
+        }
+    };
+    let (mut online, mut offline) = (CpuSet::new(), CpuSet::new());
+    let (mut empty, mut unreadable, mut missing) = (CpuSet::new(), CpuSet::new(), CpuSet::new());
+    let mut unreadable_why = String::new();
+    for &id in cpu_ids {
+        let path = cpu_dir.join(format!("cpu{id}/online"));
+        let own = match tree.read(&path, SYSFS_FILE)? {
+            Found::Text(v) if v == "1" => Some(true),
+            Found::Text(v) if v == "0" => Some(false),
+            Found::Text(v) if v.is_empty() => {
+                empty.insert(id);
+                None
+            }
+            Found::Text(v) => {
+                return Err(malformed(path, &v, "not 0 or 1 (a CPU's online state)"));
+            }
+            Found::Unreadable(e) => {
+                unreadable.insert(id);
+                unreadable_why = e.to_string();
+                None
+            }
+            Found::Absent => {
+                missing.insert(id);
+                None
+            }
+        };
+        let is_online = match (own, &online_file) {
+            (Some(v), Some(set)) => {
+                if v != set.contains(id) {
+                    notes.push(format!(
+                        "cpu{id}/online says {} but cpu/online says otherwise; used cpu{id}/online",
+                        u8::from(v)
+                    ));
+                }
+                v
+            }
+            (Some(v), None) => v,
+            (None, Some(set)) => set.contains(id),
+            (None, None) => true,
+        };
+        if is_online {
+            online.insert(id);
+        } else {
+            offline.insert(id);
+        }
+    }
+    let decided = if online_file.is_some() {
+        "used cpu/online"
+    } else {
+        "taken as online, as hwloc does"
+    };
+    if !empty.is_empty() {
+        notes.push(format!(
+            "cpuN/online is empty for CPU(s) {} (old kernels, e.g. ia64, leave it so): {decided}",
+            empty.to_list()
+        ));
+    }
+    if !unreadable.is_empty() {
+        notes.push(format!(
+            "cpuN/online is unreadable for CPU(s) {} ({unreadable_why}): {decided}",
+            unreadable.to_list()
+        ));
+    }
+    if online_file.is_none() && !missing.is_empty() {
+        notes.push(format!(
+            "no cpu/online file (old kernel) and no cpuN/online for CPU(s) {}: taken as online",
+            missing.to_list()
+        ));
+    }
+    if online.is_empty() {
+        return Err(TopologyError::Unreadable {
+            path: cpu_dir.to_path_buf(),
+            why: format!(
+                "no CPU is online in this tree (offline: CPU(s) {})",
+                offline.to_list()
+            ),
+        });
+    }
+    Ok((online, offline))
 }
 
 /// Fills the derived parts (PUs, core kinds on cores) and checks cross-level consistency.
@@ -462,7 +546,12 @@ pub(crate) fn finish(t: &mut Topology) {
     }
 }
 
-fn read_caches(cpu_dir: &Path, online: &CpuSet, disagree: &mut Disagreements) -> Vec<Cache> {
+fn read_caches(
+    tree: &Tree,
+    cpu_dir: &Path,
+    online: &CpuSet,
+    disagree: &mut Disagreements,
+) -> Result<Vec<Cache>, TopologyError> {
     struct Raw {
         level: u8,
         kind: CacheKind,
@@ -475,32 +564,37 @@ fn read_caches(cpu_dir: &Path, online: &CpuSet, disagree: &mut Disagreements) ->
     let mut per_kind: BTreeMap<(u8, CacheKind), BTreeMap<u32, Raw>> = BTreeMap::new();
     for cpu in online.iter() {
         let cache_dir = cpu_dir.join(format!("cpu{cpu}/cache"));
-        for idx in numbered_dirs(&cache_dir, "index") {
+        for idx in numbered_dirs(tree, &cache_dir, "index")? {
             let d = cache_dir.join(format!("index{idx}"));
-            let Some(level) = read_text(&d.join("level")).and_then(|t| t.parse::<u8>().ok()) else {
+            let Some(level) = tree
+                .text(&d.join("level"))?
+                .and_then(|t| t.parse::<u8>().ok())
+            else {
                 continue;
             };
-            let kind = match read_text(&d.join("type")).as_deref() {
+            let kind = match tree.text(&d.join("type"))?.as_deref() {
                 Some("Data") => CacheKind::Data,
                 Some("Instruction") => CacheKind::Instruction,
                 _ => CacheKind::Unified,
             };
             let shared = read_set(
+                tree,
                 &d,
-                "shared_cpu_map",
-                "shared_cpu_list",
+                ("shared_cpu_map", "shared_cpu_list"),
                 (cpu, "CPU"),
                 disagree,
-            );
-            let parse_u32 = |n: &str| read_text(&d.join(n)).and_then(|t| t.parse::<u32>().ok());
+            )?;
+            let parse_u32 = |n: &str| -> Result<Option<u32>, TopologyError> {
+                Ok(tree.text(&d.join(n))?.and_then(|t| t.parse::<u32>().ok()))
+            };
             per_kind.entry((level, kind)).or_default().insert(
                 cpu,
                 Raw {
                     level,
                     kind,
-                    size_kib: read_text(&d.join("size")).and_then(|t| parse_size_kib(&t)),
-                    line_bytes: parse_u32("coherency_line_size"),
-                    ways: parse_u32("ways_of_associativity"),
+                    size_kib: tree.text(&d.join("size"))?.and_then(|t| parse_size_kib(&t)),
+                    line_bytes: parse_u32("coherency_line_size")?,
+                    ways: parse_u32("ways_of_associativity")?,
                     shared,
                 },
             );
@@ -525,45 +619,86 @@ fn read_caches(cpu_dir: &Path, online: &CpuSet, disagree: &mut Disagreements) ->
         }
     }
     caches.sort_by_key(|c| (c.level, c.kind, c.cpus.first()));
-    caches
+    Ok(caches)
 }
 
+/// `MemTotal` and `MemFree` (kB) from a meminfo file: `/proc/meminfo` lines (`MemTotal: 16 kB`)
+/// or a node's (`Node 0 MemTotal: 16 kB`), whose first two words are skipped.
+fn meminfo(text: &str, skip: usize) -> (Option<u64>, Option<u64>) {
+    let (mut total, mut free) = (None, None);
+    for line in text.lines() {
+        let mut words = line.split_whitespace().skip(skip);
+        let (Some(key), Some(val)) = (words.next(), words.next()) else {
+            continue;
+        };
+        let val = val.parse::<u64>().ok();
+        match key {
+            "MemTotal:" => total = val,
+            "MemFree:" => free = val,
+            _ => {}
+        }
+    }
+    (total, free)
+}
+
+/// A kernel without `node/` (built without CONFIG_NUMA: small Arm boards, some embedded and
+/// old builds) still has one node: all CPUs and all memory, the memory from `proc/meminfo`
+/// when the tree has it (unknown, never 0, otherwise).
+fn the_only_node(
+    tree: &Tree,
+    online: &CpuSet,
+    notes: &mut Vec<String>,
+) -> Result<Node, TopologyError> {
+    let path = tree.root().join("proc/meminfo");
+    let (total, free) = match tree.read(&path, MEMINFO)? {
+        Found::Text(t) => meminfo(&t, 0),
+        Found::Absent | Found::Unreadable(_) => (None, None),
+    };
+    let memory = match total {
+        Some(kib) => format!("the memory of proc/meminfo ({kib} kB)"),
+        None => "memory of unknown size (no proc/meminfo MemTotal)".into(),
+    };
+    notes.push(format!(
+        "no NUMA node directories (a kernel without CONFIG_NUMA): one node 0 taken, holding all \
+         CPUs and {memory}"
+    ));
+    Ok(Node {
+        id: 0,
+        cpus: online.clone(),
+        offline_cpus: CpuSet::new(),
+        mem_total_kib: total,
+        mem_free_kib: free,
+    })
+}
+
+/// `distances[i][j]` by node position, when the kernel gave a usable matrix.
+type Distances = Option<Vec<Vec<u32>>>;
+
 fn read_nodes(
+    tree: &Tree,
     node_dir: &Path,
     online: &CpuSet,
     notes: &mut Vec<String>,
     disagree: &mut Disagreements,
-) -> (Vec<Node>, Option<Vec<Vec<u32>>>) {
-    let ids = numbered_dirs(node_dir, "node");
+) -> Result<(Vec<Node>, Distances), TopologyError> {
+    let ids = numbered_dirs(tree, node_dir, "node")?;
     if ids.is_empty() {
-        notes.push(
-            "no NUMA node directories (kernel without CONFIG_NUMA?): no nodes reported".into(),
-        );
-        return (Vec::new(), None);
+        // No distance matrix: the kernel gives none, and one node has no distances to show.
+        return Ok((vec![the_only_node(tree, online, notes)?], None));
     }
     let mut nodes = Vec::new();
     let mut rows: Vec<Option<Vec<u32>>> = Vec::new();
     for &id in &ids {
         let d = node_dir.join(format!("node{id}"));
-        let all = read_set(&d, "cpumap", "cpulist", (id, "node"), disagree).unwrap_or_default();
+        let all =
+            read_set(tree, &d, ("cpumap", "cpulist"), (id, "node"), disagree)?.unwrap_or_default();
         let cpus = all.intersection(online);
         let offline_cpus = all.difference(online);
-        let (mut total, mut free) = (None, None);
-        if let Some(text) = read_text(&d.join("meminfo")) {
-            for line in text.lines() {
-                // "Node 0 MemTotal:       16775084 kB"
-                let mut words = line.split_whitespace().skip(2);
-                let (Some(key), Some(val)) = (words.next(), words.next()) else {
-                    continue;
-                };
-                let val = val.parse::<u64>().ok();
-                match key {
-                    "MemTotal:" => total = val,
-                    "MemFree:" => free = val,
-                    _ => {}
-                }
-            }
-        }
+        // "Node 0 MemTotal:       16775084 kB"
+        let (total, free) = tree
+            .text(&d.join("meminfo"))?
+            .map(|t| meminfo(&t, 2))
+            .unwrap_or((None, None));
         nodes.push(Node {
             id,
             cpus,
@@ -571,7 +706,7 @@ fn read_nodes(
             mem_total_kib: total,
             mem_free_kib: free,
         });
-        rows.push(read_text(&d.join("distance")).map(|t| {
+        rows.push(tree.text(&d.join("distance"))?.map(|t| {
             t.split_whitespace()
                 .map_while(|w| w.parse::<u32>().ok())
                 .collect()
@@ -580,7 +715,7 @@ fn read_nodes(
 
     // Nodes named by has_memory/has_cpu but without a directory are offline: say so.
     for name in ["has_memory", "has_cpu", "online"] {
-        if let Some(listed) = read_list(&node_dir.join(name)) {
+        if let Some(listed) = read_list(tree, &node_dir.join(name))? {
             let missing: CpuSet = listed.iter().filter(|n| !ids.contains(n)).collect();
             if !missing.is_empty() {
                 notes.push(format!(
@@ -600,10 +735,16 @@ fn read_nodes(
     {
         Some(rows.into_iter().flatten().collect::<Vec<_>>())
     } else if let Some(len) = rows.iter().flatten().map(|r| r.len()).next() {
-        let candidates = ["possible", "online"]
-            .into_iter()
-            .filter_map(|f| read_list(&node_dir.join(f)).map(|s| s.iter().collect::<Vec<u32>>()))
-            .find(|c| c.len() == len && ids.iter().all(|i| c.contains(i)));
+        let mut candidates = None;
+        for f in ["possible", "online"] {
+            if let Some(set) = read_list(tree, &node_dir.join(f))? {
+                let c: Vec<u32> = set.iter().collect();
+                if c.len() == len && ids.iter().all(|i| c.contains(i)) {
+                    candidates = Some(c);
+                    break;
+                }
+            }
+        }
         match candidates {
             Some(cols)
                 if rows
@@ -645,7 +786,7 @@ fn read_nodes(
             notes.push("the node distance matrix is not symmetric; shown as the kernel gave it (row = from)".into());
         }
     }
-    (nodes, distances)
+    Ok((nodes, distances))
 }
 
 #[cfg(test)]

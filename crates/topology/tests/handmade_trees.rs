@@ -172,3 +172,244 @@ fn a_node_whose_cpus_are_offline_is_not_memory_only() {
     assert!(!n1.is_memory_only());
     assert_eq!(t.summary().memory_only_nodes, 0);
 }
+
+/// Runs `f` on a thread without CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH (capabilities are
+/// per thread), so that a mode-000 file is unreadable even when the tests run as root.
+fn without_file_permission_override<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy, Default)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut header = Header {
+                version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
+                pid: 0,
+            };
+            let mut data = [Data::default(); 2];
+            // SAFETY: header and data are the layout capget/capset take for version 3.
+            unsafe {
+                assert_eq!(
+                    libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()),
+                    0
+                );
+                data[0].effective = 0;
+                data[1].effective = 0;
+                assert_eq!(libc::syscall(libc::SYS_capset, &header, data.as_ptr()), 0);
+            }
+            f()
+        })
+        .join()
+        .unwrap()
+    })
+}
+
+fn note_with<'a>(t: &'a Topology, words: &str) -> &'a str {
+    t.notes
+        .iter()
+        .find(|n| n.contains(words))
+        .unwrap_or_else(|| panic!("no note with `{words}` in {:?}", t.notes))
+}
+
+#[test]
+fn no_node_directory_is_one_node_with_all_cpus_and_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    cpus(root, 4);
+    put(
+        root,
+        "proc/meminfo",
+        "MemTotal:        8056372 kB\nMemFree:         6000000 kB\nMemAvailable:    7000000 kB\n",
+    );
+    let t = Topology::from_root(root).unwrap();
+    assert_eq!(t.nodes.len(), 1);
+    let n = &t.nodes[0];
+    assert_eq!((n.id, n.cpus.to_list()), (0, "0-3".to_string()));
+    assert_eq!(
+        (n.mem_total_kib, n.mem_free_kib),
+        (Some(8056372), Some(6000000))
+    );
+    assert_eq!(t.summary().mem_total_kib, Some(8056372));
+    assert_eq!(t.node_of_cpu(3), Some(0));
+    assert!(note_with(&t, "no NUMA node directories").contains("8056372 kB"));
+
+    // Without proc/meminfo the size is unknown, not 0.
+    fs::remove_file(root.join("proc/meminfo")).unwrap();
+    let t = Topology::from_root(root).unwrap();
+    assert_eq!(t.nodes.len(), 1);
+    assert_eq!(t.nodes[0].mem_total_kib, None);
+    assert_eq!(t.summary().mem_total_kib, None);
+    assert!(note_with(&t, "no NUMA node directories").contains("unknown size"));
+}
+
+/// A 128-CPU ia64 machine as old kernels show it (hwloc's 128ia64-17n4s2c snapshot): no
+/// cpu/online, present or possible; every cpuN/online empty, cpu0 without one; 64 dual-core
+/// packages with sparse ids, 16 nodes of 8 CPUs and a memory-only 17th.
+#[test]
+fn old_ia64_tree_with_empty_online_files_has_128_online_cpus() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    for c in 0..128u32 {
+        let d = format!("sys/devices/system/cpu/cpu{c}");
+        if c != 0 {
+            put(root, &format!("{d}/online"), "");
+        }
+        let package = c / 2;
+        // Package ids as that machine's: node << 16 | board << 8 | socket.
+        let id = ((package / 4) << 16) | ((package % 4 / 2) << 8) | (package % 2);
+        put(
+            root,
+            &format!("{d}/topology/physical_package_id"),
+            &format!("{id}\n"),
+        );
+        put(
+            root,
+            &format!("{d}/topology/core_id"),
+            &format!("{}\n", c % 2),
+        );
+        put(
+            root,
+            &format!("{d}/topology/thread_siblings_list"),
+            &format!("{c}\n"),
+        );
+        let first = c & !1;
+        put(
+            root,
+            &format!("{d}/topology/core_siblings_list"),
+            &format!("{first}-{}\n", first + 1),
+        );
+    }
+    for n in 0..17u32 {
+        let cpulist = if n < 16 {
+            format!("{}-{}", n * 8, n * 8 + 7)
+        } else {
+            String::new()
+        };
+        let row: Vec<String> = (0..17u32)
+            .map(|m| match (n, m) {
+                _ if n == m => "10",
+                (16, _) | (_, 16) => "14",
+                _ if n / 4 == m / 4 => "17",
+                _ => "20",
+            })
+            .map(String::from)
+            .collect();
+        node(root, n, &cpulist, 95, &row.join(" "));
+    }
+    let t = Topology::from_root(root).unwrap();
+    assert_eq!(t.online.len(), 128);
+    assert_eq!(t.online, CpuSet::parse_list("0-127").unwrap());
+    assert!(t.offline.is_empty());
+    let s = t.summary();
+    assert_eq!(
+        (s.packages, s.cores, s.pus, s.nodes, s.memory_only_nodes),
+        (64, 128, 128, 17, 1)
+    );
+    assert_eq!(t.distance(0, 5), Some(20));
+    assert!(note_with(&t, "cpuN/online is empty").contains("CPU(s) 1-127"));
+    assert!(note_with(&t, "no cpuN/online").contains("CPU(s) 0:"));
+}
+
+#[test]
+fn unreadable_cpu_online_files_mean_online_with_a_note() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    cpus(root, 4);
+    fs::remove_file(root.join("sys/devices/system/cpu/online")).unwrap();
+    for c in 0..4 {
+        put(
+            root,
+            &format!("sys/devices/system/cpu/cpu{c}/online"),
+            "1\n",
+        );
+    }
+    put(root, "sys/devices/system/cpu/cpu3/online", "0\n");
+    use std::os::unix::fs::PermissionsExt;
+    let locked = root.join("sys/devices/system/cpu/cpu1/online");
+    fs::set_permissions(&locked, fs::Permissions::from_mode(0o000)).unwrap();
+    let t = without_file_permission_override(|| Topology::from_root(root).unwrap());
+    assert_eq!(t.online, CpuSet::parse_list("0-2").unwrap());
+    assert_eq!(t.offline, CpuSet::parse_list("3").unwrap());
+    let note = note_with(&t, "unreadable");
+    assert!(
+        note.contains("CPU(s) 1 (") && note.contains("taken as online"),
+        "{note}"
+    );
+}
+
+#[test]
+fn a_malformed_online_file_is_an_error_that_quotes_it() {
+    for (file, text, why) in [
+        ("online", "0-", "not a CPU list"),
+        ("online", "abc", "not a CPU list"),
+        ("online", "3-1", "runs backwards"),
+        ("cpu2/online", "yes", "not 0 or 1"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        cpus(root, 4);
+        put(
+            root,
+            &format!("sys/devices/system/cpu/{file}"),
+            &format!("{text}\n"),
+        );
+        let e = Topology::from_root(root).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("cpu/{file} holds \"{text}\": ")) && e.contains(why),
+            "{file} = {text}: {e}"
+        );
+    }
+    // Shown-only lists are noted, not fatal.
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    cpus(root, 4);
+    put(root, "sys/devices/system/cpu/possible", "0-x\n");
+    let t = Topology::from_root(root).unwrap();
+    assert_eq!(t.possible, None);
+    note_with(&t, "cpu/possible holds \"0-x\": not a CPU list");
+}
+
+#[test]
+fn hostile_files_are_refused_by_name() {
+    use std::os::unix::fs::symlink;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    cpus(root, 2);
+    node(root, 0, "0-1", 1, "10");
+    let meminfo = root.join("sys/devices/system/node/node0/meminfo");
+
+    fs::remove_file(&meminfo).unwrap();
+    symlink("/dev/zero", &meminfo).unwrap();
+    let e = Topology::from_root(root).unwrap_err().to_string();
+    assert!(
+        e.contains("node0/meminfo: leads out of the tree") && e.contains("/dev/zero"),
+        "{e}"
+    );
+
+    // A sparse file: no disk used, yet 1 GiB if read whole.
+    fs::remove_file(&meminfo).unwrap();
+    fs::File::create(&meminfo)
+        .unwrap()
+        .set_len(1 << 30)
+        .unwrap();
+    let e = Topology::from_root(root).unwrap_err().to_string();
+    assert!(
+        e.contains("node0/meminfo: holds more than 1 MiB, the limit for a sysfs file"),
+        "{e}"
+    );
+
+    // Symlinks that stay inside are followed, as sysfs's own are.
+    fs::remove_file(&meminfo).unwrap();
+    put(root, "elsewhere/meminfo", "Node 0 MemTotal: 2048 kB\n");
+    symlink("../../../../../elsewhere/meminfo", &meminfo).unwrap();
+    let t = Topology::from_root(root).unwrap();
+    assert_eq!(t.nodes[0].mem_total_kib, Some(2048));
+}
