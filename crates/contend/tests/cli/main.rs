@@ -19,6 +19,7 @@ mod cc;
 mod demo;
 mod diff;
 mod fixtures;
+mod hostile_private;
 mod interfere;
 mod locks;
 mod mpi;
