@@ -8,6 +8,7 @@
 use memmap2::MmapMut;
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use trace::meta::StreamEntry;
 use trace::ring::{self, Consumer};
@@ -75,11 +76,21 @@ impl RingDrainer {
     }
 
     fn open(&self, path: &Path, name: &str) -> Result<RingStream, String> {
+        // Only the user's own regular files, never through a symlink: the recorder writes
+        // into what it maps.
         let file = OpenOptions::new()
             .read(true)
             .write(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
             .open(path)
             .map_err(|e| e.to_string())?;
+        let meta = file.metadata().map_err(|e| e.to_string())?;
+        if !meta.is_file() || meta.uid() != crate::private::euid() {
+            return Err(format!(
+                "not a regular file of uid {}",
+                crate::private::euid()
+            ));
+        }
         // SAFETY: the ring is shared with the target by design; every value read from it is
         // validated by `Consumer` before use, and only atomics are written.
         let mut map = unsafe { MmapMut::map_mut(&file) }.map_err(|e| e.to_string())?;

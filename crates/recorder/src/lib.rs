@@ -262,10 +262,11 @@ pub fn record(
         meta.capture(Captured::Sharing);
         meta.sharing = Some(plan.meta.clone());
     }
-    let (mut command, mut env) = match options.mpi {
+    // `_mpi_cache` holds the wrapper the ranks preload: kept to the end of the recording.
+    let (mut command, mut env, _mpi_cache) = match options.mpi {
         Some(forced) => {
             meta.capture(Captured::Mpi);
-            let p = match mpi::prepare(&options.command, forced, &run, notices) {
+            let (p, cache) = match mpi::prepare(&options.command, forced, &run, notices) {
                 Ok(p) => p,
                 Err(e) => {
                     // Nothing was started: leave no empty run directory behind.
@@ -273,9 +274,9 @@ pub fn record(
                     return Err(e);
                 }
             };
-            (p.command, p.env)
+            (p.command, p.env, Some(cache))
         }
-        None => (options.command.clone(), Vec::new()),
+        None => (options.command.clone(), Vec::new(), None),
     };
     env.extend(options.env.iter().cloned());
     run.write_meta(&meta)?;
