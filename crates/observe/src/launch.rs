@@ -63,6 +63,8 @@ pub struct Outcome {
     /// Counter totals over the program and its descendants.
     pub counters: Vec<crate::counters::Reading>,
     pub counters_unavailable: Vec<crate::counters::Unavailable>,
+    /// With the lock probe: the processes it announced itself in.
+    pub probe_announced: Option<crate::lockrings::Announced>,
 }
 
 /// The sampler's own figures, for meta.json and the benchmarks.
@@ -367,10 +369,12 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
         calibration.push(end_point);
     }
     let end_time = if use_tsc { tsc() } else { monotonic_ns() };
+    let mut probe_announced = None;
     let (mut streams, mut notes) = match drainer {
         Some(d) => {
             let rings = d.rings_dir().to_path_buf();
             let (streams, mut notes) = d.finish(end_time);
+            probe_announced = Some(crate::lockrings::announced(&rings));
             notes.extend(keep_maps(&rings, plan.run));
             drop(rings_guard);
             (streams, notes)
@@ -399,6 +403,7 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
         sampler,
         counters,
         counters_unavailable,
+        probe_announced,
     })
 }
 

@@ -4,9 +4,12 @@
 //! The probe's in-band definitions (call sites, objects) become the stream's tables; its ids
 //! are translated to the stream's. A ring that turns out corrupt (the target scribbled on it)
 //! is dropped with a note rather than trusted.
+//!
+//! [`announced`] lists the processes the probe was loaded in (its `<pid>-<instance>.probe`
+//! marks), whether or not they took a lock.
 
 use memmap2::MmapMut;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -41,7 +44,10 @@ pub struct RingDrainer {
 }
 
 impl RingDrainer {
+    /// A drainer of the rings in `rings_dir`, which exists. Makes its `marks/` for the probe's
+    /// announcements ([`announced`]): the program is not started yet.
     pub fn new(run: &RunDir, rings_dir: &Path, clock: ClockSource, clock_hz: u64) -> RingDrainer {
+        let _ = std::fs::create_dir(rings_dir.join(ring::MARKS_DIR));
         RingDrainer {
             rings_dir: rings_dir.to_path_buf(),
             run: run.clone(),
@@ -232,5 +238,117 @@ fn translate(
             };
             w.push(&Record { site, obj, ..rec });
         }
+    }
+}
+
+/// The processes the probe announced itself in, from the marks it leaves in the rings
+/// directory (see the probe's `announce`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Announced {
+    /// Pids of process images the probe was loaded in (`<pid>-<instance>.probe`).
+    pub pids: BTreeSet<u32>,
+    /// Forked children, with their name at the fork (`<pid>-<instance>.fork`): the probe was
+    /// in them then, and still is unless they exec'd a program it cannot enter.
+    pub forked: BTreeMap<u32, String>,
+    /// More processes announced themselves than these hold ([`MAX_ANNOUNCED`]).
+    pub truncated: bool,
+}
+
+/// Pids kept in [`Announced`]: a bound on the recorder's memory whatever the program starts.
+pub const MAX_ANNOUNCED: usize = 1 << 20;
+
+/// The probe's announcements in `rings_dir`'s `marks/` (read once the program has ended).
+pub fn announced(rings_dir: &Path) -> Announced {
+    let mut found = Announced::default();
+    let Ok(entries) = std::fs::read_dir(rings_dir.join(ring::MARKS_DIR)) else {
+        return found;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(name) = name.to_str() else {
+            continue;
+        };
+        let (stem, fork) = match (name.strip_suffix(".probe"), name.strip_suffix(".fork")) {
+            (Some(stem), _) => (stem, false),
+            (_, Some(stem)) => (stem, true),
+            _ => continue,
+        };
+        let Some(pid) = stem
+            .split_once('-')
+            .and_then(|(pid, _instance)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if found.pids.len() + found.forked.len() >= MAX_ANNOUNCED {
+            found.truncated = true;
+            break;
+        }
+        if fork {
+            found.forked.insert(pid, fork_name(&e.path()));
+        } else {
+            found.pids.insert(pid);
+        }
+    }
+    found
+}
+
+/// The name in a fork mark: at most 16 bytes of a regular file, never following a link.
+fn fork_name(path: &Path) -> String {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let Ok(f) = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+    else {
+        return String::new();
+    };
+    if !f.metadata().is_ok_and(|m| m.is_file()) {
+        return String::new();
+    }
+    let mut name = Vec::with_capacity(16);
+    let _ = f.take(16).read_to_end(&mut name);
+    String::from_utf8_lossy(&name).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn announcements_are_counted_by_process_and_nothing_else_is() {
+        let rings = tempfile::tempdir().unwrap();
+        let dir = rings.path().join(ring::MARKS_DIR);
+        std::fs::create_dir(&dir).unwrap();
+        // A mark outside marks/ is not one.
+        std::fs::write(rings.path().join("140-1.probe"), b"").unwrap();
+        for name in [
+            "123-456.probe",
+            // The same process after an exec: another image, the same pid.
+            "123-789.probe",
+            "124-1.probe",
+            // Not announcements: a ring, a maps copy, names that are not `<pid>-<instance>`.
+            "125-125-1.ring",
+            "126-1.maps",
+            "x.probe",
+            "bad-1.probe",
+            "127.probe",
+        ] {
+            std::fs::write(dir.join(name), b"").unwrap();
+        }
+        std::fs::write(dir.join("130-456.fork"), b"server").unwrap();
+        // A name is at most 16 bytes: no more is read.
+        std::fs::write(dir.join("131-456.fork"), [b'x'; 4096]).unwrap();
+        let found = announced(rings.path());
+        assert_eq!(found.pids.into_iter().collect::<Vec<_>>(), [123, 124]);
+        assert_eq!(
+            found.forked.into_iter().collect::<Vec<_>>(),
+            [(130, "server".to_string()), (131, "x".repeat(16))]
+        );
+        assert!(!found.truncated);
+        assert_eq!(
+            announced(&rings.path().join("missing")),
+            Announced::default()
+        );
     }
 }

@@ -20,6 +20,7 @@ mod demo;
 mod diff;
 mod fixtures;
 mod hostile_private;
+mod hostile_probe;
 mod hostile_sharing;
 mod hostile_topology;
 mod interfere;
