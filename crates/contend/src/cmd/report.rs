@@ -169,45 +169,45 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         crate::ui::note(notice);
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&explained)?);
+        crate::output::outln!("{}", serde_json::to_string_pretty(&explained)?);
     }
     let loaded = match explained {
         // A `contend scale` directory: its runs are run directories; itself, the model.
         Explained::Scale(model) => {
             if !args.json {
-                print!("{}", report::scale::render(&model.view()));
+                crate::output::out!("{}", report::scale::render(&model.view()));
             }
             return Ok(());
         }
         Explained::Run(run) => run,
     };
     if !args.json {
-        print!("{}", report::run_summary::render(&loaded.summary));
+        crate::output::out!("{}", report::run_summary::render(&loaded.summary));
         if let Some(a) = &loaded.activity {
-            println!();
-            print!("{}", report::activity::render(&a.view, args.top_threads));
+            crate::output::outln!();
+            crate::output::out!("{}", report::activity::render(&a.view, args.top_threads));
             if let Some(l) = &loaded.locks {
-                print!(
+                crate::output::out!(
                     "{}",
                     report::activity::blocked_explained(&a.view, &l.report)
                 );
             }
         }
         if let Some(l) = &loaded.locks {
-            println!();
+            crate::output::outln!();
             let opts = report::locks::RenderOptions {
                 top: args.locks.top,
                 sites_per_lock: 5,
             };
-            print!("{}", report::locks::render(&l.report, &l.naming, &opts));
+            crate::output::out!("{}", report::locks::render(&l.report, &l.naming, &opts));
         }
         if let Some(m) = &loaded.mpi {
-            println!();
-            print!("{}", report::mpi::render(&m.run, &m.site_names));
+            crate::output::outln!();
+            crate::output::out!("{}", report::mpi::render(&m.run, &m.site_names));
         }
         if let Some(s) = &loaded.sharing {
-            println!();
-            print!(
+            crate::output::outln!();
+            crate::output::out!(
                 "{}",
                 report::sharing::render(
                     &s.report,
@@ -265,7 +265,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 /// Creates an export file (or stdout for `-`), with the error naming the file.
 fn create(path: &std::path::Path) -> anyhow::Result<Box<dyn std::io::Write>> {
     if path.as_os_str() == "-" {
-        return Ok(Box::new(std::io::stdout().lock()));
+        return Ok(Box::new(crate::output::Stdout));
     }
     let f = std::fs::File::create(path)
         .map_err(|e| bad_input(format!("cannot write {}: {e}", path.display())))?;

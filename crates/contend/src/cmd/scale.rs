@@ -95,7 +95,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     } else {
         None
     };
-    let root = RunDir::create(&args.output).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let root = RunDir::create(&args.output).map_err(|e| {
+        if e.is_bad_input() {
+            bad_input(e.to_string())
+        } else {
+            anyhow::anyhow!("{e}")
+        }
+    })?;
     // The scale directory holds runs, not streams of its own.
     let _ = std::fs::remove_dir(root.path().join(trace::rundir::STREAMS_DIR));
     let total: u64 = plan
@@ -160,9 +166,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let json = serde_json::to_string_pretty(&result)?;
     std::fs::write(root.path().join("scale.json"), &json)?;
     if args.json {
-        println!("{json}");
+        crate::output::outln!("{json}");
     } else {
-        print!("{}", report::scale::render(&result_view(&result)));
+        crate::output::out!("{}", report::scale::render(&result_view(&result)));
     }
     if args.threads.len() > 1 {
         let path = args
@@ -199,7 +205,7 @@ fn one_run(
         &recorder::RecordOptions {
             command: command.to_vec(),
             output: root.join(name),
-            recorded_by: std::env::args().collect(),
+            recorded_by: crate::args::command_line(),
             interval: Some(interval),
             sched_trace,
             placement: recorder::Placement {
