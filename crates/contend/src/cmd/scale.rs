@@ -69,6 +69,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.repeat == 0 {
         return Err(bad_input("--repeat must be at least 1"));
     }
+    // Each repetition is a recorded run: beyond this is no measurement plan (and the counts
+    // are added as u32).
+    const MOST_RUNS: u32 = 10_000;
+    if args.repeat > MOST_RUNS || args.warmup > MOST_RUNS {
+        return Err(bad_input(format!(
+            "--repeat and --warmup: at most {MOST_RUNS} runs of each configuration"
+        )));
+    }
     if !(0.1..=60_000.0).contains(&args.interval) {
         return Err(bad_input(format!(
             "--interval {} ms: give 0.1 ms to 60000 ms",
