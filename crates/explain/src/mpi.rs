@@ -125,7 +125,8 @@ fn load(
         let stream = mapped
             .parse()
             .map_err(|e| damaged(format!("{shown}: {e} (the stream is damaged)")))?;
-        let (items, malformed) = trace::mpi::decode(stream.events());
+        let (mut items, malformed) = trace::mpi::decode(stream.events());
+        crate::plausible::check_mpi_items(&mut items, &shown, notices);
         let mut input = RankInput {
             rank,
             pid: stream.header.pid,

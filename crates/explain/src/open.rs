@@ -9,9 +9,10 @@ use trace::{RunDir, Stream, StreamFile};
 
 /// A recorded run directory (`contend record`'s, `contend c2c record`'s), explained.
 pub fn open(run: &Path, options: &Options) -> Result<Run, Error> {
-    let (dir, meta) = RunDir::open(run).map_err(|e| damaged(e.to_string()))?;
+    let (dir, mut meta) = RunDir::open(run).map_err(|e| damaged(e.to_string()))?;
     let run_name = run.display().to_string();
     let mut notices = Vec::new();
+    crate::plausible::check_span(&mut meta, &run_name, &mut notices);
     let mut note = |text: String| notices.push(Notice(text));
 
     // The streams meta.json lists, then any stream file it does not (a recorder that died
@@ -80,7 +81,11 @@ pub fn open(run: &Path, options: &Options) -> Result<Run, Error> {
         None
     };
     let activity = if meta.has(Captured::Schedstat) {
-        Some(crate::activity::activity(&meta, &mapped_streams)?)
+        Some(crate::activity::activity(
+            &meta,
+            &mapped_streams,
+            &mut notices,
+        )?)
     } else {
         None
     };

@@ -139,7 +139,9 @@ pub fn load(
 /// Each process's concurrent on-CPU time, from the run's sampler streams (`None`: the run has
 /// none: recorded with `--interval 0`, or imported).
 fn concurrency(run: &Path, notices: &mut Vec<Notice>) -> Option<BTreeMap<u32, Concurrency>> {
-    let (dir, meta) = trace::rundir::RunDir::open(run).ok()?;
+    let (dir, mut meta) = trace::rundir::RunDir::open(run).ok()?;
+    // The loader said it already; said again here, the notice would be twice.
+    crate::plausible::check_span(&mut meta, "", &mut Vec::new());
     let sampling = meta.sampling.as_ref()?;
     let mut streams = Vec::new();
     let index = meta.stream_index();
@@ -160,7 +162,7 @@ fn concurrency(run: &Path, notices: &mut Vec<Notice>) -> Option<BTreeMap<u32, Co
     let crate::activity::SamplerThreads {
         threads: samples,
         states,
-    } = match crate::activity::sampler_threads(&meta, &streams) {
+    } = match crate::activity::sampler_threads(&meta, &streams, &mut Vec::new()) {
         Ok(d) => d,
         Err(e) => {
             notices.push(Notice(format!(
