@@ -91,6 +91,11 @@ pub const REPORT_JSON: Kind = Kind {
     what: "a report (JSON)",
     limit: GIB,
 };
+/// A compiler's `@file` of arguments (`contend cc`): a long link line is a few MiB.
+pub const RESPONSE_FILE: Kind = Kind {
+    what: "a response file",
+    limit: 64 * MIB,
+};
 /// A small text file a user names for an option (a CPU layout).
 pub const OPTION_FILE: Kind = Kind {
     what: "an option file",

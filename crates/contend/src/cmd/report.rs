@@ -272,6 +272,17 @@ fn create(path: &std::path::Path) -> anyhow::Result<Box<dyn std::io::Write>> {
     Ok(Box::new(std::io::BufWriter::new(f)))
 }
 
+/// An export that failed: data the format cannot hold (read from a damaged run) is the input's
+/// fault (exit 2); a write that failed is the machine's (exit 1).
+fn export_error(e: export::ExportError) -> anyhow::Error {
+    match e {
+        export::ExportError::Invalid(_) => bad_input(format!(
+            "{e} (the run's data is damaged: re-record the run)"
+        )),
+        export::ExportError::Io(_) => e.into(),
+    }
+}
+
 fn write_lock_exports(
     r: &analysis::locks::LockReport,
     naming: &report::locks::Naming,
@@ -279,7 +290,7 @@ fn write_lock_exports(
 ) -> anyhow::Result<()> {
     let profile = report::lock_exports::profile(r, naming);
     if let Some(path) = &args.pprof {
-        export::pprof::write(&profile, create(path)?)?;
+        export::pprof::write(&profile, create(path)?).map_err(export_error)?;
         crate::ui::status(format_args!(
             "wrote a lock-contention profile of {} call site(s) to {} (go tool pprof -top {})",
             profile.samples.len(),
@@ -309,7 +320,7 @@ fn write_lock_exports(
             module: false,
             file_line: true,
         };
-        export::folded::write(&profile, &options, create(path)?)?;
+        export::folded::write(&profile, &options, create(path)?).map_err(export_error)?;
     }
     Ok(())
 }
