@@ -107,7 +107,7 @@ pub fn together_from_intervals(threads: &[Vec<(u64, u64)>]) -> u64 {
     let mut together = 0u64;
     for (ts, d) in edges {
         if open >= 2 {
-            together += ts - last;
+            together = together.saturating_add(ts - last);
         }
         open += d;
         last = ts;

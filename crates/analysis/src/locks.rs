@@ -108,15 +108,18 @@ pub struct Hold {
 }
 
 impl Hold {
+    // Saturating: the pairing keeps request <= acquisition <= release (and counts the events
+    // whose times ran backwards, `Unmatched::backwards`); a hold built otherwise must still
+    // never show a u64 wrapped below zero.
     pub fn wait_ns(&self) -> u64 {
-        self.acquired_ns - self.requested_ns
+        self.acquired_ns.saturating_sub(self.requested_ns)
     }
     pub fn hold_ns(&self) -> u64 {
-        self.released_ns - self.acquired_ns
+        self.released_ns.saturating_sub(self.acquired_ns)
     }
     /// The whole event: from request to release.
     pub fn duration_ns(&self) -> u64 {
-        self.released_ns - self.requested_ns
+        self.released_ns.saturating_sub(self.requested_ns)
     }
 }
 
@@ -175,11 +178,13 @@ impl Summary {
         let mut per_thread: HashMap<usize, Vec<(u64, u64)>> = HashMap::new();
         for h in holds {
             let w = u64::from(h.weight);
-            s.events += w;
+            s.events = s.events.saturating_add(w);
             s.contended += u64::from(h.contended);
-            s.protected_ns += w * h.hold_ns();
-            s.wait_ns += h.wait_ns();
-            s.duration_ns += w * h.hold_ns() + h.wait_ns();
+            s.protected_ns = s.protected_ns.saturating_add(w.saturating_mul(h.hold_ns()));
+            s.wait_ns = s.wait_ns.saturating_add(h.wait_ns());
+            s.duration_ns = s
+                .duration_ns
+                .saturating_add(w.saturating_mul(h.hold_ns()).saturating_add(h.wait_ns()));
             per_thread
                 .entry(h.thread)
                 .or_default()
@@ -300,6 +305,15 @@ pub struct Unmatched {
     pub open_holds: u64,
     /// Waits with no acquisition or failure after them.
     pub open_waits: u64,
+    /// Events timed before the event they end (an acquisition before its wait, a release
+    /// before its acquisition, a wake-up before its wait): a damaged stream. Their wait or
+    /// hold is counted as 0, never as a negative time wrapped to 584 years.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub backwards: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -380,6 +394,10 @@ fn pair(input: &LockInput, end_ns: u64) -> Paired {
                 EventKind::LockAcquired => {
                     let contended = locks::has(e.aux, CONTENDED);
                     let requested_ns = match waiting.remove(&key) {
+                        Some(w) if contended && w > e.ts_ns => {
+                            unmatched.backwards += 1;
+                            e.ts_ns
+                        }
                         Some(w) if contended => w,
                         _ => e.ts_ns,
                     };
@@ -402,6 +420,7 @@ fn pair(input: &LockInput, end_ns: u64) -> Paired {
                     match open.iter().rposition(|o| o.lock == key) {
                         Some(i) => {
                             let o = open.remove(i);
+                            unmatched.backwards += u64::from(e.ts_ns < o.acquired_ns);
                             holds.push(make_hold(ti, &o, e.ts_ns.max(o.acquired_ns), false, every));
                         }
                         None => unmatched.releases += 1,
@@ -422,9 +441,10 @@ fn pair(input: &LockInput, end_ns: u64) -> Paired {
                             sites: Vec::new(),
                         });
                         let w = e.ts_ns.saturating_sub(start);
+                        unmatched.backwards += u64::from(e.ts_ns < start);
                         c.waits += 1;
                         c.timeouts += u64::from(i32::from(e.aux) == libc_etimedout());
-                        c.wait_ns += w;
+                        c.wait_ns = c.wait_ns.saturating_add(w);
                         c.max_wait_ns = c.max_wait_ns.max(w);
                         if let Some(s) = site {
                             if !c.sites.contains(&s) {
@@ -446,8 +466,9 @@ fn pair(input: &LockInput, end_ns: u64) -> Paired {
                             max_wait_ns: 0,
                         });
                         let w = e.ts_ns.saturating_sub(start);
+                        unmatched.backwards += u64::from(e.ts_ns < start);
                         b.waits += 1;
-                        b.wait_ns += w;
+                        b.wait_ns = b.wait_ns.saturating_add(w);
                         b.max_wait_ns = b.max_wait_ns.max(w);
                     }
                 }

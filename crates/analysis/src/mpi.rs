@@ -195,7 +195,7 @@ pub fn analyse(ranks: &[RankInput], thresholds: Thresholds) -> MpiRun {
     let shift = if earliest == i64::MAX || earliest >= 0 {
         0
     } else {
-        -earliest
+        earliest.saturating_neg()
     };
 
     let mut events = Vec::new();
@@ -205,7 +205,8 @@ pub fn analyse(ranks: &[RankInput], thresholds: Thresholds) -> MpiRun {
     for ((r, fit), local) in ranks.iter().zip(&fits).zip(&locals) {
         conv.broken_groups += r.malformed.broken_groups;
         conv.stray_records += r.malformed.stray_records;
-        let at = |t: u64| (fit.correct(t) + shift).max(0) as u64;
+        // Saturating: times and offsets come from the rank's stream, which may be hostile.
+        let at = |t: u64| fit.correct(t).saturating_add(shift).max(0) as u64;
         let mut conv_rank = RankConverter::new(r.rank);
         let mut summary = RankSummary {
             rank: r.rank,
@@ -225,7 +226,10 @@ pub fn analyse(ranks: &[RankInput], thresholds: Thresholds) -> MpiRun {
         let (mut begin, mut end) = (None::<u64>, 0u64);
         for item in &r.items {
             let MpiItem::Call(g) = item else { continue };
-            let (enter, exit) = (at(g.enter), at(g.exit.max(g.enter)));
+            // A correction with a steep (hostile) slope could turn the call around: an exit is
+            // never before its enter.
+            let enter = at(g.enter);
+            let exit = at(g.exit.max(g.enter)).max(enter);
             let site = r.sites.get(&g.site).copied();
             let Some(f) = Function::from_u8(g.function) else {
                 conv.unknown_functions += 1;
@@ -246,18 +250,22 @@ pub fn analyse(ranks: &[RankInput], thresholds: Thresholds) -> MpiRun {
                 function: f.name(),
                 site,
             });
-            let duration = exit - enter;
+            let duration = exit - enter; // exit >= enter, above
             summary.calls += 1;
             // Time in MPI within the running time, which Init and Finalize bound.
             if !matches!(
                 f,
                 Function::Init | Function::InitThread | Function::Finalize
             ) {
-                summary.mpi_ns += duration;
+                summary.mpi_ns = summary.mpi_ns.saturating_add(duration);
             }
             match f.class() {
-                FunctionClass::PointToPoint => summary.p2p_ns += duration,
-                FunctionClass::Collective => summary.collective_ns += duration,
+                FunctionClass::PointToPoint => {
+                    summary.p2p_ns = summary.p2p_ns.saturating_add(duration)
+                }
+                FunctionClass::Collective => {
+                    summary.collective_ns = summary.collective_ns.saturating_add(duration)
+                }
                 FunctionClass::Other => {}
             }
             stats.entry((f, site)).or_default().add(duration);
@@ -405,7 +413,7 @@ fn call_durations(events: &[MpiEvent], instances: &[waitstates::Instance]) -> Ve
                 .iter()
                 .rev()
                 .find(|e| e.site == i.site && e.exit_ns >= i.start_ns)
-                .map_or(i.wait_ns, |e| e.exit_ns - e.enter_ns)
+                .map_or(i.wait_ns, |e| e.exit_ns.saturating_sub(e.enter_ns))
         })
         .collect()
 }
@@ -496,7 +504,7 @@ fn summary_columns(
                 | Call::Exscan { .. } => collective,
                 _ => !collective,
             })
-            .map(|e| e.exit_ns - e.enter_ns)
+            .map(|e| e.exit_ns.saturating_sub(e.enter_ns))
             .collect()
     };
     let p2p: Vec<_> = waitstates::Pattern::ALL
@@ -569,7 +577,7 @@ impl Default for Durations {
 impl Durations {
     fn add(&mut self, ns: u64) {
         self.count += 1;
-        self.total += ns;
+        self.total = self.total.saturating_add(ns);
         self.min = self.min.min(ns);
         self.max = self.max.max(ns);
     }
@@ -599,7 +607,7 @@ impl Alignment {
         let last = fin.or(init).map(|c| (c.ts, c.offset_ns)).filter(|_| apply);
         let drift = match (init, fin) {
             (Some(a), Some(b)) if b.ts > a.ts => {
-                Some((b.offset_ns - a.offset_ns) as f64 / ((b.ts - a.ts) as f64 / 1e9))
+                Some(b.offset_ns.saturating_sub(a.offset_ns) as f64 / ((b.ts - a.ts) as f64 / 1e9))
             }
             _ => None,
         };
@@ -625,13 +633,14 @@ impl Alignment {
         let offset = match (self.first, self.last) {
             (Some((t1, o1)), Some((t2, o2))) if t2 > t1 => {
                 // Interpolate; extrapolate with the same slope outside [t1, t2].
-                let slope = (o2 - o1) as f64 / (t2 - t1) as f64;
-                o1 + (slope * (t as f64 - t1 as f64)).round() as i64
+                let slope = o2.saturating_sub(o1) as f64 / (t2 - t1) as f64;
+                // `as i64` saturates a float out of range.
+                o1.saturating_add((slope * (t as f64 - t1 as f64)).round() as i64)
             }
             (Some((_, o)), _) => o,
             _ => 0,
         };
-        t as i64 + offset
+        i64::try_from(t).unwrap_or(i64::MAX).saturating_add(offset)
     }
 }
 

@@ -119,9 +119,10 @@ pub fn service(threads: &[ThreadSamples], start: u64) -> Service {
             } else {
                 start
             };
-            row.lifetime_ns += s.ts.saturating_sub(begin);
-            row.service_ns += s.on_cpu_ns;
-            row.runq_wait_ns += s.runq_wait_ns;
+            // Saturating: the samples come from a file, which may be hostile.
+            row.lifetime_ns = row.lifetime_ns.saturating_add(s.ts.saturating_sub(begin));
+            row.service_ns = row.service_ns.saturating_add(s.on_cpu_ns);
+            row.runq_wait_ns = row.runq_wait_ns.saturating_add(s.runq_wait_ns);
             row.voluntary_switches += u64::from(s.voluntary_switches);
             row.involuntary_switches += u64::from(s.involuntary_switches);
             if let Some(c) = s.last_cpu {
@@ -129,7 +130,7 @@ pub fn service(threads: &[ThreadSamples], start: u64) -> Service {
                     row.cpus.push(c);
                 }
             }
-            sums[k] += s.on_cpu_ns;
+            sums[k] = sums[k].saturating_add(s.on_cpu_ns);
             maxes[k] = maxes[k].max(s.on_cpu_ns);
             thread_waits.push((k, s.runq_wait_ns, s.on_cpu_ns));
             alive[k] += 1;
@@ -141,20 +142,21 @@ pub fn service(threads: &[ThreadSamples], start: u64) -> Service {
         let mut carry = 0u64;
         for &(k, wait, on_cpu) in thread_waits.iter().rev() {
             let room = round_len(k).saturating_sub(on_cpu);
-            let total = wait + carry;
+            let total = wait.saturating_add(carry);
             let here = total.min(room);
-            waits[k] += here;
+            waits[k] = waits[k].saturating_add(here);
             carry = total - here;
         }
         if let Some(&(k, _, _)) = thread_waits.first() {
-            waits[k] += carry;
+            waits[k] = waits[k].saturating_add(carry);
         }
         thread_waits.clear();
         row.cpus.sort_unstable();
         // A thread born inside its first interval is credited the whole interval: its
         // lifetime is at least what it was seen to use.
-        row.lifetime_ns = row.lifetime_ns.max(row.service_ns + row.runq_wait_ns);
-        row.blocked_ns = row.lifetime_ns - row.service_ns - row.runq_wait_ns;
+        let used = row.service_ns.saturating_add(row.runq_wait_ns);
+        row.lifetime_ns = row.lifetime_ns.max(used);
+        row.blocked_ns = row.lifetime_ns - used;
         row.active_pct = if row.lifetime_ns > 0 {
             100.0 * row.service_ns as f64 / row.lifetime_ns as f64
         } else {
@@ -177,9 +179,9 @@ pub fn service(threads: &[ThreadSamples], start: u64) -> Service {
         })
         .collect();
     Service {
-        service_ns: out.iter().map(|t| t.service_ns).sum(),
-        runq_wait_ns: out.iter().map(|t| t.runq_wait_ns).sum(),
-        blocked_ns: out.iter().map(|t| t.blocked_ns).sum(),
+        service_ns: saturating_sum(out.iter().map(|t| t.service_ns)),
+        runq_wait_ns: saturating_sum(out.iter().map(|t| t.runq_wait_ns)),
+        blocked_ns: saturating_sum(out.iter().map(|t| t.blocked_ns)),
         max_threads: alive.iter().copied().max().unwrap_or(0),
         threads: out,
         timeline,
@@ -189,6 +191,10 @@ pub fn service(threads: &[ThreadSamples], start: u64) -> Service {
             .map(|(&sum, &max)| vec![max, sum - max])
             .collect(),
     }
+}
+
+fn saturating_sum(values: impl Iterator<Item = u64>) -> u64 {
+    values.fold(0, u64::saturating_add)
 }
 
 /// A sampler stream's samples (thread streams holding `trace::sched` records; the clock must

@@ -479,7 +479,11 @@ pub fn run(
             let code = match run_process(p, bytes, loops) {
                 Ok(()) => 0,
                 Err(e) => {
-                    eprintln!("contend: error: {} process: {e}", p.bench.name());
+                    // Dropped if stderr is closed: a panic here would unwind in a forked child.
+                    let _ = std::io::Write::write_fmt(
+                        &mut std::io::stderr(),
+                        format_args!("contend: error: {} process: {e}\n", p.bench.name()),
+                    );
                     1
                 }
             };

@@ -248,7 +248,9 @@ pub fn parse(argv: &[String]) -> Parsed {
 }
 
 /// Expands `@file` response files (whitespace-separated, with '', "" and \ quoting), once. An
-/// unreadable `@file` stays as it is, as the compiler treats it.
+/// unreadable `@file` stays as it is, as the compiler treats it; so does one that is not a
+/// regular file or is beyond `trace::files::RESPONSE_FILE`'s size (a FIFO would block here,
+/// `/dev/zero` be read forever).
 pub fn expand_response_files(argv: &[String]) -> Vec<String> {
     let mut out = Vec::new();
     for a in argv {
@@ -256,7 +258,10 @@ pub fn expand_response_files(argv: &[String]) -> Vec<String> {
             out.push(a.clone());
             continue;
         };
-        let Ok(text) = std::fs::read_to_string(file) else {
+        let Ok(text) = trace::files::read_regular_to_string(
+            std::path::Path::new(file),
+            &trace::files::RESPONSE_FILE,
+        ) else {
             out.push(a.clone());
             continue;
         };

@@ -14,6 +14,14 @@ pub fn topology(sysfs: Option<&Path>, synthetic: Option<&str>) -> anyhow::Result
     }
 }
 
+/// contend's own command line, for meta.json's `recorded_by`: `args_os`, shown lossily (a
+/// path that is not UTF-8 is kept as far as it reads; `std::env::args` would panic on it).
+pub fn command_line() -> Vec<String> {
+    std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect()
+}
+
 /// `123`, `64K`, `256M`, `2G` (binary multiples).
 pub fn parse_bytes(s: &str) -> Result<u64, String> {
     let t = s.trim();

@@ -105,8 +105,10 @@ fn main() -> ExitCode {
         Command::C2c(a) => cmd::c2c::run(a),
         Command::Bench(a) => cmd::bench::run(a),
     };
-    match result {
+    // The reader of stdout gone (`| head`) ends a command quietly, with 0 (output.rs says why).
+    match result.and_then(|()| output::finish()) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.is::<output::ReaderGone>() => ExitCode::SUCCESS,
         Err(e) => exit::report_error(&e),
     }
 }

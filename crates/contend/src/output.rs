@@ -1,7 +1,141 @@
-//! Files the commands write beside what they print: one way to create them, name them in a
-//! status line, and turn a failure into the user's error (exit 2: the path they gave).
+//! What the commands write: results on stdout, through one writer that knows when the reader
+//! has gone (`contend report | head -1`), and files beside them (created one way, named in a
+//! status line, a failure the user's error: exit 2, the path they gave).
+//!
+//! Rust ignores SIGPIPE, so a write to a closed pipe returns EPIPE, on which `println!` would
+//! panic. Here the first EPIPE marks the reader gone: later output is dropped, the command
+//! finishes what it does besides printing (files it was asked to write), and contend exits 0,
+//! as `head` expects of a writer it has stopped reading (not 141, the status of a process
+//! killed by SIGPIPE: under `set -o pipefail` a script would fail for a report it read). Any
+//! other write error (a full disk behind `>`) is kept and reported at the end (exit 1).
 
 use crate::exit::bad_input;
+use std::fmt;
+use std::io::{self, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+/// The reader of stdout has gone (EPIPE seen).
+static READER_GONE: AtomicBool = AtomicBool::new(false);
+/// The first write error on stdout that was not EPIPE.
+static FAILED: Mutex<Option<io::Error>> = Mutex::new(None);
+
+/// `print!` that ends quietly when the reader has gone.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        $crate::output::print(format_args!($($arg)*));
+    }};
+}
+
+/// `println!` that ends quietly when the reader has gone.
+macro_rules! outln {
+    () => {{
+        $crate::output::print(format_args!("\n"));
+    }};
+    ($($arg:tt)*) => {{
+        $crate::output::print(format_args!("{}\n", format_args!($($arg)*)));
+    }};
+}
+
+pub(crate) use {out, outln};
+
+/// Writes to stdout; false once the reader has gone (or stdout failed).
+pub fn print(args: fmt::Arguments<'_>) -> bool {
+    if READER_GONE.load(Ordering::Relaxed) {
+        return false;
+    }
+    let mut stdout = io::stdout().lock();
+    match stdout.write_fmt(args) {
+        Ok(()) => true,
+        Err(e) => {
+            failed(e);
+            false
+        }
+    }
+}
+
+/// Marks stdout gone; keeps an error that is not a closed pipe for [`finish`].
+fn failed(e: io::Error) {
+    READER_GONE.store(true, Ordering::Relaxed);
+    if e.kind() != io::ErrorKind::BrokenPipe {
+        let mut kept = FAILED.lock().unwrap_or_else(|p| p.into_inner());
+        kept.get_or_insert(e);
+    }
+}
+
+/// Whether stdout's reader has gone: a command with more to print than to do stops.
+pub fn reader_gone() -> bool {
+    READER_GONE.load(Ordering::Relaxed)
+}
+
+/// The error a command returns to stop once its reader has gone: contend then exits 0, saying
+/// nothing (see the module's notes).
+#[derive(Debug)]
+pub struct ReaderGone;
+
+impl fmt::Display for ReaderGone {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the reader of stdout has gone")
+    }
+}
+
+impl std::error::Error for ReaderGone {}
+
+/// `Err(ReaderGone)` once the reader has gone: for commands that would go on working only to
+/// print (the demo's next section).
+pub fn still_read() -> anyhow::Result<()> {
+    if reader_gone() {
+        Err(ReaderGone.into())
+    } else {
+        Ok(())
+    }
+}
+
+/// Flushes stdout at the end of a command: a write error other than a closed pipe is the
+/// command's failure (exit 1), said once.
+pub fn finish() -> anyhow::Result<()> {
+    if !reader_gone() {
+        if let Err(e) = io::stdout().lock().flush() {
+            failed(e);
+        }
+    }
+    match FAILED.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        Some(e) => Err(anyhow::anyhow!("cannot write to stdout: {e}")),
+        None => Ok(()),
+    }
+}
+
+/// stdout as an `io::Write` for the exports written to `-`: a closed pipe swallows what is
+/// left (the export ends as if written; contend exits 0), another error is the export's.
+pub struct Stdout;
+
+impl Write for Stdout {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if reader_gone() {
+            return Ok(buf.len());
+        }
+        match io::stdout().lock().write(buf) {
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
+                failed(e);
+                Ok(buf.len())
+            }
+            other => other,
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if reader_gone() {
+            return Ok(());
+        }
+        match io::stdout().lock().flush() {
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
+                failed(e);
+                Ok(())
+            }
+            other => other,
+        }
+    }
+}
 
 /// `line-N.svg` for the top lines of a run's sharing results, in `dir`.
 pub fn write_strips(

@@ -1,29 +1,45 @@
 //! How contend talks on stderr: one prefix for every notice, warning and status line, and one
 //! progress bar. Results go to stdout; everything here goes to stderr, so `--json` and piped
 //! output stay clean.
+//!
+//! A line that cannot be written (stderr closed: `contend record ... 2>&1 | true`) is dropped:
+//! a note is never worth a recording (`eprintln!` would panic on EPIPE, and the run would be
+//! left without its end in meta.json). The progress bar ignores write errors itself.
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::fmt::Display;
+use std::io::Write;
+
+/// One line on stderr, dropped if stderr is closed.
+fn line(prefix: &str, msg: impl Display) {
+    let _ = writeln!(std::io::stderr().lock(), "contend: {prefix}{msg}");
+}
 
 /// Something the user should know about the result (`contend: note: …`): a measurement left
 /// out, a fallback taken, a file that was skipped.
 pub fn note(msg: impl Display) {
-    eprintln!("contend: note: {msg}");
+    line("note: ", msg);
 }
 
 /// Something that may make the result wrong (`contend: warning: …`).
 pub fn warning(msg: impl Display) {
-    eprintln!("contend: warning: {msg}");
+    line("warning: ", msg);
 }
 
 /// What contend is doing or has done (`contend: wrote …`, `contend: recording …`).
 pub fn status(msg: impl Display) {
-    eprintln!("contend: {msg}");
+    line("", msg);
 }
 
 /// One error line (`contend: error: …`), for errors reported before the command fails.
 pub fn error(msg: impl Display) {
-    eprintln!("contend: error: {msg}");
+    line("error: ", msg);
+}
+
+/// A line on stderr without contend's prefix (a step of another tool's output), dropped if
+/// stderr is closed.
+pub fn plain(msg: impl Display) {
+    let _ = writeln!(std::io::stderr().lock(), "{msg}");
 }
 
 /// A notice of the recorder, at its level.

@@ -27,9 +27,22 @@ pub struct Activity {
 pub(crate) fn activity(
     meta: &trace::Meta,
     streams: &[(String, StreamFile)],
+    notices: &mut Vec<crate::Notice>,
 ) -> Result<Activity, Error> {
-    let SamplerThreads { threads, states } = sampler_threads(meta, streams)?;
-    let start = meta.monotonic_span.map_or(0, |[a, _]| a);
+    let SamplerThreads { threads, states } = sampler_threads(meta, streams, notices)?;
+    // Without the run's span, the first round starts one interval before the first sample
+    // (from 0 it would credit every thread the machine's uptime).
+    let start = meta.monotonic_span.map_or_else(
+        || {
+            let first = threads
+                .iter()
+                .filter_map(|t| t.samples.first().map(|s| s.ts))
+                .min()
+                .unwrap_or(0);
+            first.saturating_sub(meta.sampling.as_ref().map_or(0, |s| s.interval_ns))
+        },
+        |[a, _]| a,
+    );
     let service = analysis::service::service(&threads, start);
     Ok(Activity {
         view: report::activity::ActivityView::new(service, meta),
@@ -46,9 +59,11 @@ pub(crate) struct SamplerThreads {
     pub states: Vec<(u32, Vec<trace::sched::StateChange>)>,
 }
 
+/// Samples that cannot be right are left out, with a notice (`plausible::check_samples`).
 pub(crate) fn sampler_threads(
     meta: &trace::Meta,
     streams: &[(String, StreamFile)],
+    notices: &mut Vec<crate::Notice>,
 ) -> Result<SamplerThreads, Error> {
     let mut threads = Vec::new();
     let mut states = Vec::new();
@@ -68,6 +83,8 @@ pub(crate) fn sampler_threads(
             states.push((stream.header.tid, changes));
         }
     }
+    crate::plausible::check_samples(&mut threads, meta, notices);
+    threads.retain(|t| !t.samples.is_empty());
     Ok(SamplerThreads { threads, states })
 }
 

@@ -16,6 +16,7 @@ pub mod mpi;
 pub mod names;
 mod open;
 pub mod perfetto;
+mod plausible;
 pub mod scale;
 pub mod sharing;
 

@@ -7,7 +7,7 @@ use crate::names::{profile_frames, site_name, CallSite};
 use crate::Notice;
 use analysis::locks::{HoldId, LockStream};
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use trace::Stream;
 
 /// The lock analysis of a run and the names of what it shows.
@@ -59,7 +59,7 @@ pub(crate) fn lock_report(
     streams: &[(String, Stream<'_>)],
     options: &crate::Options,
     notices: &mut Vec<Notice>,
-) -> Locks {
+) -> Result<Locks, crate::Error> {
     let (files, lock_streams): (Vec<&str>, Vec<LockStream>) =
         lock_streams(meta, streams).into_iter().unzip();
     let streamed = analysis::locks::analyze_streams(
@@ -73,8 +73,8 @@ pub(crate) fn lock_report(
     );
     let mut r = streamed.report;
     report::locks::sort_locks(&mut r.locks, options.lock_sort);
-    let (naming, sites) = name_addresses(run_dir, &r, &streamed.homes, notices);
-    Locks {
+    let (naming, sites) = name_addresses(run_dir, &r, &streamed.homes, notices)?;
+    Ok(Locks {
         report: r,
         naming,
         sites,
@@ -82,7 +82,7 @@ pub(crate) fn lock_report(
         path: streamed.path,
         files: files.into_iter().map(String::from).collect(),
         coverage: report::locks::Coverage::of(meta),
-    }
+    })
 }
 
 /// Names for the report's call sites and locks, from the memory maps the probe saved in the
@@ -92,10 +92,10 @@ fn name_addresses(
     r: &analysis::locks::LockReport,
     homes: &HashMap<analysis::locks::LockKey, analysis::allocs::Home>,
     notices: &mut Vec<Notice>,
-) -> (report::locks::Naming, HashMap<u64, CallSite>) {
+) -> Result<(report::locks::Naming, HashMap<u64, CallSite>), crate::Error> {
     let mut naming = report::locks::Naming::default();
     let mut sites: HashMap<u64, CallSite> = HashMap::new();
-    let mut snapshots: BTreeMap<u32, Vec<PathBuf>> = BTreeMap::new();
+    let mut snapshots: BTreeMap<u32, Vec<String>> = BTreeMap::new();
     if let Ok(entries) = std::fs::read_dir(run_dir.join(trace::layout::MAPS_DIR)) {
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
@@ -104,7 +104,10 @@ fn name_addresses(
                 .and_then(|stem| stem.split('-').next())
                 .and_then(|p| p.parse::<u32>().ok())
             {
-                snapshots.entry(pid).or_default().push(e.path());
+                snapshots
+                    .entry(pid)
+                    .or_default()
+                    .push(format!("{}/{name}", trace::layout::MAPS_DIR));
             }
         }
     }
@@ -115,7 +118,7 @@ fn name_addresses(
         files.sort();
         let mut maps = symbolize::Maps::new();
         for f in &files {
-            if let Ok((m, _)) = symbolize::Maps::read(f) {
+            if let Some(m) = crate::names::read_maps(run_dir, f)? {
                 maps.merge(&m);
             }
         }
@@ -170,5 +173,5 @@ fn name_addresses(
             )));
         }
     }
-    (naming, sites)
+    Ok((naming, sites))
 }

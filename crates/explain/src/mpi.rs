@@ -52,10 +52,10 @@ fn load(
     job: Option<u32>,
     notices: &mut Vec<Notice>,
 ) -> Result<Option<Job>, Error> {
-    // job -> rank -> file
-    let mut jobs: BTreeMap<u32, BTreeMap<u32, PathBuf>> = BTreeMap::new();
+    // job -> rank -> (run directory, file in it)
+    let mut jobs: BTreeMap<u32, BTreeMap<u32, (PathBuf, String)>> = BTreeMap::new();
     for dir in dirs {
-        let streams = dir.join("streams");
+        let streams = dir.join(trace::rundir::STREAMS_DIR);
         let Ok(entries) = std::fs::read_dir(&streams) else {
             continue;
         };
@@ -64,10 +64,13 @@ fn load(
             let Some((rank, n)) = trace::mpi::rank_stream_name(&name) else {
                 continue;
             };
-            if let Some(old) = jobs.entry(n).or_default().insert(rank, e.path()) {
+            let rel = format!("{}/{name}", trace::rundir::STREAMS_DIR);
+            if let Some((old, old_rel)) =
+                jobs.entry(n).or_default().insert(rank, (dir.clone(), rel))
+            {
                 return Err(Error::Option(format!(
                     "rank {rank} has two traces, {} and {}: give each host's run directory once",
-                    old.display(),
+                    old.join(old_rel).display(),
                     e.path().display()
                 )));
             }
@@ -113,14 +116,17 @@ fn load(
     let mut names: Vec<String> = Vec::new();
     let mut ids: HashMap<String, u64> = HashMap::new();
     let mut ranks = Vec::new();
-    for (rank, path) in files {
-        let shown = path.display().to_string();
-        let mapped = StreamFile::open(&path)
-            .map_err(|e| damaged(format!("{shown}: cannot read the stream: {e}")))?;
+    for (rank, (dir, rel)) in files {
+        let shown = dir.join(&rel).display().to_string();
+        // Inside its run directory, never through a link, a regular file (`trace::files`): a
+        // FIFO given by --mpi-from would block, a device would read forever.
+        let mapped = StreamFile::open_in_run(&dir, Path::new(&rel))
+            .map_err(|e| damaged(format!("{e} (cannot read the stream)")))?;
         let stream = mapped
             .parse()
             .map_err(|e| damaged(format!("{shown}: {e} (the stream is damaged)")))?;
-        let (items, malformed) = trace::mpi::decode(stream.events());
+        let (mut items, malformed) = trace::mpi::decode(stream.events());
+        crate::plausible::check_mpi_items(&mut items, &shown, notices);
         let mut input = RankInput {
             rank,
             pid: stream.header.pid,
@@ -140,11 +146,7 @@ fn load(
             }
         }
         // Call sites, named with this rank's address space.
-        let maps_dir = path
-            .parent()
-            .and_then(Path::parent)
-            .map(|d| d.join(trace::layout::MAPS_DIR));
-        let mut symbolizer = maps_dir.and_then(|d| rank_symbolizer(&d, rank, chosen));
+        let mut symbolizer = rank_symbolizer(&dir, rank, chosen)?;
         for item in &items {
             let trace::mpi::MpiItem::Call(g) = item else {
                 continue;
@@ -172,8 +174,16 @@ fn load(
     Ok(Some(Job { ranks, names }))
 }
 
-fn rank_symbolizer(maps_dir: &Path, rank: u32, job: u32) -> Option<symbolize::Symbolizer> {
-    let path = maps_dir.join(trace::mpi::rank_maps_name(rank, job));
-    let (maps, _) = symbolize::Maps::read(&path).ok()?;
-    Some(symbolize::Symbolizer::new(maps))
+/// The symbolizer of `rank` from its run directory's `maps/rank-R[.N].maps` (`None`: none).
+fn rank_symbolizer(
+    run: &Path,
+    rank: u32,
+    job: u32,
+) -> Result<Option<symbolize::Symbolizer>, Error> {
+    let rel = format!(
+        "{}/{}",
+        trace::layout::MAPS_DIR,
+        trace::mpi::rank_maps_name(rank, job)
+    );
+    Ok(crate::names::read_maps(run, &rel)?.map(symbolize::Symbolizer::new))
 }

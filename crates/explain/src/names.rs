@@ -113,6 +113,23 @@ pub fn profile_frames(f: &symbolize::Frame) -> Vec<export::pprof::Frame> {
     frames
 }
 
+/// A memory-map snapshot of the run (`rel`, e.g. `maps/PID-N.maps`), parsed lossily; `None`
+/// when the run has none. A file there that is not one a recorder writes (a FIFO, a device, a
+/// link, beyond [`trace::files::MAPS`]'s size) is a damaged run: an error, never a silent
+/// report without names.
+pub(crate) fn read_maps(
+    run: &std::path::Path,
+    rel: &str,
+) -> Result<Option<symbolize::Maps>, crate::Error> {
+    match trace::files::read_in_run(run, std::path::Path::new(rel), &trace::files::MAPS) {
+        Ok(bytes) => Ok(Some(symbolize::Maps::parse_lossy(bytes).0)),
+        Err(e) if e.is_missing() => Ok(None),
+        Err(e) => Err(crate::error::damaged(format!(
+            "{e} (the run's memory maps are damaged: re-record the run, or remove the file)"
+        ))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,9 +9,10 @@ use trace::{RunDir, Stream, StreamFile};
 
 /// A recorded run directory (`contend record`'s, `contend c2c record`'s), explained.
 pub fn open(run: &Path, options: &Options) -> Result<Run, Error> {
-    let (dir, meta) = RunDir::open(run).map_err(|e| damaged(e.to_string()))?;
+    let (dir, mut meta) = RunDir::open(run).map_err(|e| damaged(e.to_string()))?;
     let run_name = run.display().to_string();
     let mut notices = Vec::new();
+    crate::plausible::check_span(&mut meta, &run_name, &mut notices);
     let mut note = |text: String| notices.push(Notice(text));
 
     // The streams meta.json lists, then any stream file it does not (a recorder that died
@@ -43,7 +44,7 @@ pub fn open(run: &Path, options: &Options) -> Result<Run, Error> {
             note(format!("{shown} is listed in meta.json but not there (moved, or written on another host): give the directory that holds it with --mpi-from"));
             continue;
         }
-        mapped_streams.push((file.clone(), map_stream(&path, &shown)?));
+        mapped_streams.push((file.clone(), map_stream(dir.path(), file)?));
     }
     // Each stream validated once; the lock analysis reads the parsed streams.
     let mut parsed: Vec<(String, Stream<'_>)> = Vec::with_capacity(mapped_streams.len());
@@ -75,12 +76,16 @@ pub fn open(run: &Path, options: &Options) -> Result<Run, Error> {
             &parsed,
             options,
             &mut notices,
-        ))
+        )?)
     } else {
         None
     };
     let activity = if meta.has(Captured::Schedstat) {
-        Some(crate::activity::activity(&meta, &mapped_streams)?)
+        Some(crate::activity::activity(
+            &meta,
+            &mapped_streams,
+            &mut notices,
+        )?)
     } else {
         None
     };
@@ -103,14 +108,12 @@ pub fn open(run: &Path, options: &Options) -> Result<Run, Error> {
     })
 }
 
-/// A stream file mapped; only regular files (opening a FIFO or device planted in a run
-/// directory would block).
-pub(crate) fn map_stream(path: &Path, shown: &str) -> Result<StreamFile, Error> {
-    match std::fs::metadata(path) {
-        Ok(m) if !m.is_file() => return Err(damaged(format!("{shown}: not a regular file"))),
-        _ => {}
-    }
-    StreamFile::open(path).map_err(|e| damaged(format!("{shown}: cannot read the stream: {e}")))
+/// The stream `file` (as meta.json lists it) of the run directory `run` mapped: a regular file
+/// inside the run, reached without following a link (`trace::files`: a FIFO or device planted
+/// there would block or read forever; a link could lead out of the run).
+pub(crate) fn map_stream(run: &Path, file: &str) -> Result<StreamFile, Error> {
+    StreamFile::open_in_run(run, Path::new(file))
+        .map_err(|e| damaged(format!("{e} (cannot read the stream)")))
 }
 
 /// Every mapped stream validated and parsed, on as many threads as there are CPUs (validation

@@ -37,7 +37,14 @@ pub fn write<W: Write>(
             "--perfetto: this run has no service-time samples, locks or MPI calls to show".into(),
         ));
     }
-    let failed = |e: export::ExportError| Error::Write(e.to_string());
+    // Writing failed: the machine's (exit 1). The run's data cannot be exported (a time beyond
+    // Perfetto's range, read from a damaged stream): the input's (exit 2).
+    let failed = |e: export::ExportError| match e {
+        export::ExportError::Io(_) => Error::Write(e.to_string()),
+        export::ExportError::Invalid(_) => Error::Damaged(format!(
+            "--perfetto: {e} (the run's data is damaged: re-record the run)"
+        )),
+    };
     let mut trace =
         export::perfetto::StreamingTrace::new(out, &Default::default()).map_err(failed)?;
     if let Some(t) = &others {
@@ -48,7 +55,7 @@ pub fn write<W: Write>(
         let mut mapped = Vec::with_capacity(locks.files.len());
         for file in &locks.files {
             let shown = format!("{run_name}/{file}");
-            let m = crate::open::map_stream(&run_dir.join(file), &shown)?;
+            let m = crate::open::map_stream(run_dir, file)?;
             mapped.push((file.clone(), shown, m));
         }
         let mut parsed = Vec::with_capacity(mapped.len());

@@ -13,14 +13,17 @@ pub const SCALE_FILE: &str = "scale.json";
 
 /// Whether `dir` is a `contend scale` directory (scale.json, and no meta.json of a run).
 pub fn is_scale_dir(dir: &Path) -> bool {
-    !dir.join(trace::rundir::META_FILE).exists() && dir.join(SCALE_FILE).is_file()
+    // Whatever scale.json is (a FIFO, a link): `load` says what is wrong with it.
+    std::fs::symlink_metadata(dir.join(trace::rundir::META_FILE)).is_err()
+        && std::fs::symlink_metadata(dir.join(SCALE_FILE)).is_ok()
 }
 
 /// Reads `dir/scale.json`.
 pub fn load(dir: &Path) -> Result<ScaleResult, Error> {
     let path = dir.join(SCALE_FILE);
     let text =
-        std::fs::read_to_string(&path).map_err(|e| damaged(format!("{}: {e}", path.display())))?;
+        trace::files::read_in_run_to_string(dir, Path::new(SCALE_FILE), &trace::files::SCALE)
+            .map_err(|e| damaged(e.to_string()))?;
     serde_json::from_str(&text).map_err(|e| {
         damaged(format!(
             "{}: not a scale.json this contend can read: {e}",

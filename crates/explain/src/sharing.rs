@@ -10,7 +10,7 @@ use analysis::concurrency::Concurrency;
 use analysis::sharing::SharingReport;
 use report::sharing::{code_key, line_key, CodeName, Naming, ProcessLine};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use trace::sharing::{HotLine, ProcessSharing};
 
 /// A run's sharing results, analysed and named.
@@ -56,14 +56,16 @@ pub fn load(
     transfer_ns: f64,
     notices: &mut Vec<Notice>,
 ) -> Result<Option<Sharing>, Error> {
-    let dir = run.join("sharing");
+    let dir = run.join(trace::layout::SHARING_DIR);
     let Ok(entries) = std::fs::read_dir(&dir) else {
         return Ok(None);
     };
-    let mut files: Vec<PathBuf> = entries
+    // Names relative to the run: read inside it, never through a link (`trace::files`).
+    let mut files: Vec<String> = entries
         .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".json"))
+        .map(|n| format!("{}/{n}", trace::layout::SHARING_DIR))
         .collect();
     if files.is_empty() {
         return Ok(None);
@@ -82,13 +84,15 @@ pub fn load(
     // The verdict needs every process that could share (two threads or more) measured; the
     // least concurrent of them decides.
     let mut least: Option<Option<analysis::concurrency::Concurrency>> = None;
-    for path in files {
-        let shown = path.display().to_string();
+    for file in files {
+        let shown = run.join(&file).display().to_string();
         let bytes =
-            std::fs::read(&path).map_err(|e| damaged(format!("{shown}: cannot read it: {e}")))?;
+            trace::files::read_in_run(run, Path::new(&file), &trace::files::SHARING_RESULTS)
+                .map_err(|e| damaged(format!("cannot read the sharing results: {e}")))?;
         let process =
             ProcessSharing::from_json(&bytes).map_err(|e| damaged(format!("{shown}: {e}")))?;
-        let histories = histories(&path.with_extension("hist"), &process)?;
+        let hist = format!("{}.hist", file.strip_suffix(".json").unwrap_or(&file));
+        let histories = histories(run, &hist, &process)?;
         transfers_total += process.totals.transfers;
         let measured = together.as_ref().and_then(|c| c.get(&process.pid).copied());
         if process.threads.len() >= 2 {
@@ -116,7 +120,7 @@ pub fn load(
             pmu: process.pmu.clone(),
             concurrency: measured,
         });
-        name_process(run, &process, &mut naming, notices);
+        name_process(run, &process, &mut naming, notices)?;
         lines.extend(analysis::sharing::analyse_process(
             &process,
             &histories,
@@ -135,7 +139,9 @@ pub fn load(
 /// Each process's concurrent on-CPU time, from the run's sampler streams (`None`: the run has
 /// none: recorded with `--interval 0`, or imported).
 fn concurrency(run: &Path, notices: &mut Vec<Notice>) -> Option<BTreeMap<u32, Concurrency>> {
-    let (dir, meta) = trace::rundir::RunDir::open(run).ok()?;
+    let (dir, mut meta) = trace::rundir::RunDir::open(run).ok()?;
+    // The loader said it already; said again here, the notice would be twice.
+    crate::plausible::check_span(&mut meta, "", &mut Vec::new());
     let sampling = meta.sampling.as_ref()?;
     let mut streams = Vec::new();
     let index = meta.stream_index();
@@ -143,12 +149,11 @@ fn concurrency(run: &Path, notices: &mut Vec<Notice>) -> Option<BTreeMap<u32, Co
         if !crate::activity::is_sampler_stream(&index, &file) {
             continue;
         }
-        match trace::StreamFile::open(&dir.path().join(&file)) {
+        match dir.map_stream(&file) {
             Ok(m) => streams.push((file, m)),
             Err(e) => {
                 notices.push(Notice(format!(
-                    "{}/{file}: {e}: the threads' concurrency is not measured",
-                    run.display()
+                    "{e}: the threads' concurrency is not measured"
                 )));
                 return None;
             }
@@ -157,7 +162,7 @@ fn concurrency(run: &Path, notices: &mut Vec<Notice>) -> Option<BTreeMap<u32, Co
     let crate::activity::SamplerThreads {
         threads: samples,
         states,
-    } = match crate::activity::sampler_threads(&meta, &streams) {
+    } = match crate::activity::sampler_threads(&meta, &streams, &mut Vec::new()) {
         Ok(d) => d,
         Err(e) => {
             notices.push(Notice(format!(
@@ -196,19 +201,21 @@ fn concurrency(run: &Path, notices: &mut Vec<Notice>) -> Option<BTreeMap<u32, Co
 /// Each line's history from `hist` (absent: none were kept, which a line referring to one
 /// makes an error).
 fn histories(
-    hist: &Path,
+    run: &Path,
+    hist: &str,
     process: &ProcessSharing,
 ) -> Result<Vec<Vec<trace::sharing::HistoryEntry>>, Error> {
     let wanted = process.lines.iter().any(|l| l.history.is_some());
     if !wanted {
         return Ok(vec![Vec::new(); process.lines.len()]);
     }
-    let shown = hist.display().to_string();
-    let bytes = std::fs::read(hist).map_err(|e| {
-        damaged(format!(
-            "{shown}: cannot read it ({e}), but its results refer to it: copy the whole run directory"
-        ))
-    })?;
+    let shown = run.join(hist).display().to_string();
+    let bytes = trace::files::read_in_run(run, Path::new(hist), &trace::files::SHARING_HISTORY)
+        .map_err(|e| {
+            damaged(format!(
+                "cannot read the sharing history ({e}), but its results refer to it: copy the whole run directory"
+            ))
+        })?;
     let entries =
         trace::sharing::history_entries(&bytes).map_err(|e| damaged(format!("{shown}: {e}")))?;
     process
@@ -234,14 +241,14 @@ fn name_process(
     process: &ProcessSharing,
     naming: &mut Naming,
     notices: &mut Vec<Notice>,
-) {
-    let maps_path = run.join(trace::layout::sharing_maps(process.pid));
-    let mut symbolizer = match symbolize::Maps::read(&maps_path) {
-        Ok((maps, _)) => Some(symbolize::Symbolizer::new(maps)),
-        Err(e) => {
+) -> Result<(), Error> {
+    let maps = trace::layout::sharing_maps(process.pid);
+    let mut symbolizer = match crate::names::read_maps(run, &maps)? {
+        Some(maps) => Some(symbolize::Symbolizer::new(maps)),
+        None => {
             notices.push(Notice(format!(
-                "{}: {e}: process {}'s lines and code are shown as addresses",
-                maps_path.display(),
+                "{}: no such file: process {}'s lines and code are shown as addresses",
+                run.join(&maps).display(),
                 process.pid
             )));
             None
@@ -276,6 +283,7 @@ fn name_process(
             naming.code.insert(key, code);
         }
     }
+    Ok(())
 }
 
 /// What a line belongs to: the heap blocks over it (with where they were allocated), else the

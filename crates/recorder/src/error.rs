@@ -27,8 +27,14 @@ impl RecordError {
 }
 
 impl From<trace::RunDirError> for RecordError {
+    /// A path that cannot be a run directory (`-o /`, `-o /proc/x`, an existing file) is the
+    /// user's input; a disk that fails is not.
     fn from(e: trace::RunDirError) -> RecordError {
-        RecordError::failed(e)
+        if e.is_bad_input() {
+            RecordError::bad(e.to_string())
+        } else {
+            RecordError::failed(e)
+        }
     }
 }
 

@@ -83,7 +83,7 @@ pub fn collect(run: &RunDir, meta: &mut Meta, notices: &mut dyn FnMut(Notice)) -
         for (job, rank, name) in found {
             let file = format!("{}/{name}", trace::rundir::STREAMS_DIR);
             let (mut pid, mut events, mut dropped) = (0, 0, 0);
-            if let Ok(mapped) = trace::StreamFile::open(&run.path().join(&file)) {
+            if let Ok(mapped) = run.map_stream(&file) {
                 if let Ok(stream) = mapped.parse() {
                     pid = stream.header.pid;
                     events = stream.events;

@@ -35,8 +35,8 @@ impl Placement {
                 .map_err(|e| RecordError::bad(format!("--cpus {list}: {e}")))?;
             set.iter().collect()
         } else if let Some(path) = &self.layout {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| RecordError::bad(format!("--layout {}: {e}", path.display())))?;
+            let text = trace::files::read_regular_to_string(path, &trace::files::OPTION_FILE)
+                .map_err(|e| RecordError::bad(format!("--layout: {e}")))?;
             topology::parse_layout(&text)
                 .map_err(|e| RecordError::bad(format!("--layout {}: {e}", path.display())))?
         } else if let Some(order) = self.fill {

@@ -64,6 +64,13 @@ pub struct Planned {
 
 /// Plans the runs from the topology (a value, so NUMA plans are tested on machines this one
 /// is not). One thread per core: the fill order's first CPUs are one per core.
+/// The most threads `contend scale` runs per online CPU. The model compares M threads on 1 core
+/// with M on M cores; past 64 threads a CPU the runs measure the scheduler's time slicing more
+/// than the program's scaling, and every thread costs the recorder a stream (and, with
+/// --locks, a 4 MiB event ring: 64 a CPU is already 256 MiB a CPU). A bound that follows the
+/// machine, so a big machine is not refused what it can hold.
+pub const MAX_THREADS_PER_CPU: u32 = 64;
+
 pub fn plan_runs(
     machine: &topology::Topology,
     fill: topology::FillOrder,
@@ -85,6 +92,13 @@ pub fn plan_runs(
         .filter(|c| Some(c.package) == first_package)
         .count() as u32;
     let numa = machine.nodes.len() > 1;
+    let online = u32::try_from(order.len().max(1)).unwrap_or(u32::MAX);
+    let most = MAX_THREADS_PER_CPU.saturating_mul(online);
+    if let Some(&m) = threads.iter().find(|&&m| m > most) {
+        return Err(format!(
+            "--threads {m}: at most {most} on this machine ({MAX_THREADS_PER_CPU} per online CPU, {online} online): more would measure the scheduler's time slicing, not the program's scaling"
+        ));
+    }
     let mut counts = Vec::new();
     let mut notes = Vec::new();
     for &m in threads {
@@ -171,6 +185,25 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.contains("3 cores asked for"), "{err}");
+    }
+
+    #[test]
+    fn thread_counts_are_bounded_by_the_machine() {
+        let machine = topology::Topology::synthetic("1x2x1").unwrap();
+        let fill = topology::FillOrder::SocketFirst;
+        assert!(plan_runs(&machine, fill, &[128], &[]).is_ok());
+        let err = plan_runs(&machine, fill, &[2, 129], &[]).unwrap_err();
+        assert!(
+            err.starts_with(
+                "--threads 129: at most 128 on this machine (64 per online CPU, 2 online)"
+            ),
+            "{err}"
+        );
+        let err = plan_runs(&machine, fill, &[u32::MAX], &[]).unwrap_err();
+        assert!(
+            err.starts_with("--threads 4294967295: at most 128"),
+            "{err}"
+        );
     }
 
     #[test]

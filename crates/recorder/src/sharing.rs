@@ -73,9 +73,9 @@ pub enum Instrumentation {
 /// need the runtime itself may load it through a library: the dynamic loader lists what it
 /// would load (`LD_TRACE_LOADED_OBJECTS`, as `ldd` does; nothing of the program runs).
 pub fn instrumentation(path: &Path) -> Instrumentation {
-    let data = match std::fs::read(path) {
+    let data = match trace::files::read_regular(path, &trace::files::PROGRAM) {
         Ok(d) => d,
-        Err(e) => return Instrumentation::Unknown(format!("cannot read it: {e}")),
+        Err(e) => return Instrumentation::Unknown(format!("cannot read it: {}", e.reason())),
     };
     if data.starts_with(b"#!") {
         return Instrumentation::Unknown("it is a script".into());
@@ -268,8 +268,7 @@ pub fn import_perf_data(
     program: &str,
 ) -> Result<observe::perfmem::PerfMem, RecordError> {
     let shown = data.display();
-    let bytes = std::fs::read(data)
-        .map_err(|e| RecordError::bad(format!("{shown}: cannot read it: {e}")))?;
+    let bytes = read_perf_data(data)?;
     let mem =
         observe::perfmem::read(&bytes).map_err(|e| RecordError::bad(format!("{shown}: {e}")))?;
     if mem.samples.is_empty() {
@@ -415,8 +414,8 @@ pub fn collect_sharing(run: &Path) -> Vec<SharingFile> {
                 hot_lines: 0,
                 error: None,
             };
-            match std::fs::read(run.join(&file))
-                .map_err(|e| e.to_string())
+            match trace::files::read_in_run(run, Path::new(&file), &trace::files::SHARING_RESULTS)
+                .map_err(|e| e.reason())
                 .and_then(|b| {
                     trace::sharing::ProcessSharing::from_json(&b).map_err(|e| e.to_string())
                 }) {
@@ -432,6 +431,18 @@ pub fn collect_sharing(run: &Path) -> Vec<SharingFile> {
             entry
         })
         .collect()
+}
+
+/// A perf.data file's bytes: a regular file (a directory, FIFO or device says what it is) within
+/// [`trace::files::PERF_DATA`]'s size; any problem is the user's input.
+fn read_perf_data(path: &Path) -> Result<Vec<u8>, RecordError> {
+    trace::files::read_regular(path, &trace::files::PERF_DATA).map_err(|e| {
+        RecordError::bad(if e.is_missing() {
+            format!("{e} (give the perf.data file `perf c2c record -o FILE` wrote)")
+        } else {
+            format!("cannot read the perf.data file: {e}")
+        })
+    })
 }
 
 /// `c2c import`'s options.
@@ -465,14 +476,8 @@ pub fn import(
     notices: &mut dyn FnMut(Notice),
 ) -> Result<(RunDir, Meta), RecordError> {
     let shown = options.file.display();
-    if !options.file.is_file() {
-        return Err(RecordError::bad(format!(
-            "{shown}: no such file (give the perf.data file `perf c2c record -o FILE` wrote)"
-        )));
-    }
     // Read before creating anything: a file that is not usable leaves no empty run behind.
-    let probe = std::fs::read(&options.file)
-        .map_err(|e| RecordError::bad(format!("{shown}: cannot read it: {e}")))?;
+    let probe = read_perf_data(&options.file)?;
     observe::perfmem::check_sections(&probe)
         .map_err(|e| RecordError::bad(format!("{shown}: {e}")))?;
     drop(probe);

@@ -86,7 +86,8 @@ impl ActivityView {
             runq_wait_ns: service.runq_wait_ns,
             blocked_ns: service.blocked_ns,
             running_threads: service.service_ns as f64 / elapsed_ns as f64,
-            active_threads: (service.service_ns + service.runq_wait_ns) as f64 / elapsed_ns as f64,
+            active_threads: (service.service_ns as f64 + service.runq_wait_ns as f64)
+                / elapsed_ns as f64,
             active_threads_listing_3_3: analysis::activity::measured_active_threads(
                 &service.intervals,
             ),

@@ -179,8 +179,8 @@ pub fn timeline_since(
             let length = (s.ts - start) as f64;
             on.push((start, 100.0 * s.on_cpu_ns as f64 / length));
             waiting.push((start, 100.0 * s.runq_wait_ns as f64 / length));
-            *active.entry(t.pid).or_default().entry(s.ts).or_default() +=
-                s.on_cpu_ns + s.runq_wait_ns;
+            let used = active.entry(t.pid).or_default().entry(s.ts).or_default();
+            *used = used.saturating_add(s.on_cpu_ns.saturating_add(s.runq_wait_ns));
         }
         if let (Some(last), false) = (samples.last(), on.is_empty()) {
             on.push((last.ts, 0.0));

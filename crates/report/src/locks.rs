@@ -444,6 +444,12 @@ pub fn unmatched_notes(r: &LockReport) -> Vec<String> {
             u.open_waits
         ));
     }
+    if u.backwards > 0 {
+        notes.push(format!(
+            "{} lock event(s) are timed before the event they end (an acquisition before its wait, a release before its acquisition): the stream is damaged; those waits and holds are counted as 0",
+            u.backwards
+        ));
+    }
     notes
 }
 

@@ -354,7 +354,7 @@ pub fn timeline(run: &MpiRun, names: &SiteNames) -> export::perfetto::Timeline {
             slices.push(Slice {
                 id: id(),
                 start_ns: c.enter_ns,
-                dur_ns: c.exit_ns - c.enter_ns,
+                dur_ns: c.exit_ns.saturating_sub(c.enter_ns),
                 name: c.function.to_string(),
                 category: "mpi".into(),
                 args: vec![("call site".into(), ArgValue::Str(site(names, c.site)))],

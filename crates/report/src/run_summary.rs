@@ -16,8 +16,11 @@ pub struct RunSummary {
     pub started_utc: String,
     pub started_unix_ns: u64,
     pub ended_utc: Option<String>,
-    /// Wall-clock duration from meta.json, in s.
+    /// Wall-clock duration from meta.json, in s (`None` when it cannot be right).
     pub duration_s: Option<f64>,
+    /// meta.json's end is before its start: no duration is shown, and this says why.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub duration_invalid: bool,
     pub host: String,
     pub kernel: String,
     pub clock: ClockSummary,
@@ -90,7 +93,12 @@ impl RunSummary {
             duration_s: meta
                 .ended
                 .as_ref()
-                .map(|e| e.unix_ns.saturating_sub(meta.started.unix_ns) as f64 / 1e9),
+                .and_then(|e| e.unix_ns.checked_sub(meta.started.unix_ns))
+                .map(|ns| ns as f64 / 1e9),
+            duration_invalid: meta
+                .ended
+                .as_ref()
+                .is_some_and(|e| e.unix_ns < meta.started.unix_ns),
             host: meta.host.hostname.clone(),
             kernel: meta.host.kernel.clone(),
             clock: ClockSummary {
@@ -125,9 +133,11 @@ pub fn render(r: &RunSummary) -> String {
         out,
         "  started:     {} ({}){}",
         r.started_utc,
-        r.duration_s
-            .map(|d| format!("{d:.3} s"))
-            .unwrap_or_else(|| "duration n/a".into()),
+        match (r.duration_s, r.duration_invalid) {
+            (_, true) => "duration invalid: meta.json ends before it starts".into(),
+            (Some(d), false) => format!("{d:.3} s"),
+            (None, false) => "duration n/a".into(),
+        },
         r.exit_status
             .map(|s| format!(", exit status {s}"))
             .unwrap_or_default()

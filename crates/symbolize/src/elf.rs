@@ -5,7 +5,7 @@
 use crate::maps::Perms;
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SectionKind, SymbolKind};
 use std::borrow::Cow;
-use std::fs::{File, Metadata};
+use std::fs::Metadata;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -32,25 +32,26 @@ impl std::ops::Deref for FileData {
     }
 }
 
-/// Opens a regular file (never a FIFO, device or directory) and maps it.
+/// Opens a regular file (never a FIFO, device or directory; at most [`trace::files::ELF`]'s
+/// size) and maps it. Links are followed: modules are named by the maps, and debug files are
+/// reached through the build-id links.
 pub(crate) fn open_regular(path: &Path) -> Result<(FileData, Metadata), String> {
-    let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
-    if !meta.is_file() {
-        return Err("not a regular file".to_string());
-    }
-    let file = File::open(path).map_err(|e| e.to_string())?;
-    if meta.len() == 0 {
+    let kind = &trace::files::ELF;
+    let opened = trace::files::open_regular(path, kind).map_err(|e| e.reason())?;
+    let meta = opened.file.metadata().map_err(|e| e.to_string())?;
+    if opened.size == 0 {
         return Ok((FileData::Owned(Vec::new()), meta));
     }
     // SAFETY: the mapping is read-only and private; it lives only while this module is being
     // parsed (everything needed is copied out). A file truncated by another process during
     // those milliseconds could raise SIGBUS; files under analysis are not expected to be
     // rewritten in place (package managers and linkers replace them).
-    match unsafe { memmap2::Mmap::map(&file) } {
+    match unsafe { memmap2::Mmap::map(&opened.file) } {
         Ok(m) => Ok((FileData::Map(m), meta)),
-        Err(_) => std::fs::read(path)
+        Err(_) => opened
+            .read(kind)
             .map(|v| (FileData::Owned(v), meta))
-            .map_err(|e| e.to_string()),
+            .map_err(|e| e.reason()),
     }
 }
 

@@ -211,9 +211,13 @@ impl Maps {
         (Maps { entries: kept }, errors)
     }
 
-    /// Reads and parses (lossily) a maps snapshot file.
-    pub fn read(path: impl AsRef<Path>) -> std::io::Result<(Maps, Vec<MapsError>)> {
-        let bytes = std::fs::read(path)?;
+    /// Reads (a regular file within [`trace::files::MAPS`]'s size) and parses (lossily) a
+    /// maps snapshot file the user named; a run directory's are read with
+    /// `trace::files::read_in_run` and [`Maps::parse_lossy`].
+    pub fn read(
+        path: impl AsRef<Path>,
+    ) -> Result<(Maps, Vec<MapsError>), trace::files::ReadFileError> {
+        let bytes = trace::files::read_regular(path.as_ref(), &trace::files::MAPS)?;
         Ok(Maps::parse_lossy(bytes))
     }
 

@@ -10,6 +10,7 @@
 //! (a killed process): it is readable and marked incomplete. A stream that ends inside a chunk
 //! is truncated and rejected, as is any checksum mismatch.
 
+use crate::files::{self, ReadFileError};
 use crate::format::{
     chunk_crc, ChunkKind, ClockSource, EventKind, Header, ObjectKind, Record, StreamKind, Trailer,
     BYTE_ORDER_MARK, CHUNK_HEADER_LEN, CHUNK_MAGIC, HEADER_LEN, MAGIC, MAX_CHUNK_PAYLOAD,
@@ -631,18 +632,33 @@ pub struct StreamFile {
 }
 
 impl StreamFile {
-    /// Maps `path` read-only. An empty file cannot be mapped, so it is read as an empty slice.
-    pub fn open(path: &Path) -> std::io::Result<StreamFile> {
-        let file = std::fs::File::open(path)?;
+    /// Maps the stream file `path` the user named (links followed): a regular file only (a
+    /// FIFO or device is refused, never opened for reading), within [`files::STREAM`]'s size.
+    pub fn open(path: &Path) -> Result<StreamFile, ReadFileError> {
+        StreamFile::map(files::open_regular(path, &files::STREAM)?)
+    }
+
+    /// Maps `rel` of the run directory `run` (no link followed, nothing outside the run).
+    pub fn open_in_run(run: &Path, rel: &Path) -> Result<StreamFile, ReadFileError> {
+        StreamFile::map(files::open_in_run(run, rel, &files::STREAM)?)
+    }
+
+    /// Maps a file [`files`] opened (a regular file, checked).
+    fn map(opened: files::Opened) -> Result<StreamFile, ReadFileError> {
         // SAFETY: sound only while nobody modifies the file during the mapping, which we cannot
         // enforce: a writer still running, or another process, may change or truncate it under
         // us. We accept that risk, as every mmap-based reader does, because (1) contend reads
         // finished run directories, where neither happens; (2) the reader validates every byte
         // it uses (lengths, CRCs, references) and all indexing is bounds-checked, so changed
         // bytes give an error or wrong values, never an out-of-bounds access; (3) a truncation makes reads past the new end raise SIGBUS, which
-        // stops the process instead of returning wrong data. The mapping is read-only.
+        // stops the process instead of returning wrong data. The mapping is read-only, of a
+        // regular file (`files` checked it on the open descriptor mapped here).
         #[allow(unsafe_code)]
-        let map = unsafe { memmap2::Mmap::map(&file)? };
+        let map =
+            unsafe { memmap2::Mmap::map(&opened.file) }.map_err(|source| ReadFileError::Io {
+                path: opened.path.clone(),
+                source,
+            })?;
         Ok(StreamFile { map })
     }
 

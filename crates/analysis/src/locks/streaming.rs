@@ -155,7 +155,7 @@ pub fn analyze_streams(
             });
             all.waits += c.waits;
             all.timeouts += c.timeouts;
-            all.wait_ns += c.wait_ns;
+            all.wait_ns = all.wait_ns.saturating_add(c.wait_ns);
             all.max_wait_ns = all.max_wait_ns.max(c.max_wait_ns);
             for s in c.sites {
                 if !all.sites.contains(&s) {
@@ -172,7 +172,7 @@ pub fn analyze_streams(
                 max_wait_ns: 0,
             });
             all.waits += b.waits;
-            all.wait_ns += b.wait_ns;
+            all.wait_ns = all.wait_ns.saturating_add(b.wait_ns);
             all.max_wait_ns = all.max_wait_ns.max(b.max_wait_ns);
         }
         for (address, n) in p.failed {
@@ -181,6 +181,7 @@ pub fn analyze_streams(
         unmatched.releases += p.unmatched.releases;
         unmatched.open_holds += p.unmatched.open_holds;
         unmatched.open_waits += p.unmatched.open_waits;
+        unmatched.backwards += p.unmatched.backwards;
         blocks.extend(p.blocks);
         for (address, ts) in p.first_seen {
             let v = first_seen.entry(LockKey { pid, address }).or_insert(ts);
@@ -756,6 +757,10 @@ impl<'s, 'a> Pairer<'s, 'a> {
                     ts_ns
                 } else {
                     match self.waiting.remove(&address) {
+                        Some(w) if contended && w > ts_ns => {
+                            self.unmatched.backwards += 1;
+                            ts_ns
+                        }
                         Some(w) if contended => w,
                         _ => ts_ns,
                     }
@@ -784,6 +789,7 @@ impl<'s, 'a> Pairer<'s, 'a> {
                         // Built in place: copying the open hold out of the vector first stalls
                         // a store forwarding on every release.
                         let o = &self.open[i];
+                        self.unmatched.backwards += u64::from(ts_ns < o.acquired_ns);
                         let hold =
                             make_hold(self.thread, o, ts_ns.max(o.acquired_ns), false, self.every);
                         if i + 1 == self.open.len() {
@@ -807,9 +813,10 @@ impl<'s, 'a> Pairer<'s, 'a> {
                 if let Some((start, site)) = self.in_cond.remove(&address) {
                     let c = self.conds.entry(address).or_default();
                     let w = ts_ns.saturating_sub(start);
+                    self.unmatched.backwards += u64::from(ts_ns < start);
                     c.waits += 1;
                     c.timeouts += u64::from(i32::from(r.aux) == libc_etimedout());
-                    c.wait_ns += w;
+                    c.wait_ns = c.wait_ns.saturating_add(w);
                     c.max_wait_ns = c.max_wait_ns.max(w);
                     if let Some(s) = site {
                         if !c.sites.contains(&s) {
@@ -825,8 +832,9 @@ impl<'s, 'a> Pairer<'s, 'a> {
                 if let Some(start) = self.in_barrier.remove(&address) {
                     let b = self.barriers.entry(address).or_default();
                     let w = ts_ns.saturating_sub(start);
+                    self.unmatched.backwards += u64::from(ts_ns < start);
                     b.waits += 1;
-                    b.wait_ns += w;
+                    b.wait_ns = b.wait_ns.saturating_add(w);
                     b.max_wait_ns = b.max_wait_ns.max(w);
                 }
             }
@@ -1111,25 +1119,27 @@ impl LocalSums {
         let w = u64::from(h.weight);
         let (wait, hold) = (h.wait_ns(), h.hold_ns());
         let sum = &mut self.summary;
-        sum.events += w;
+        sum.events = sum.events.saturating_add(w);
         sum.contended += u64::from(h.contended);
-        sum.protected_ns += w * hold;
-        sum.wait_ns += wait;
-        sum.duration_ns += w * hold + wait;
+        sum.protected_ns = sum.protected_ns.saturating_add(w.saturating_mul(hold));
+        sum.wait_ns = sum.wait_ns.saturating_add(wait);
+        sum.duration_ns = sum
+            .duration_ns
+            .saturating_add(w.saturating_mul(hold).saturating_add(wait));
         let t = &mut self.thread;
-        t.holds += w;
-        t.wait_ns += wait;
+        t.holds = t.holds.saturating_add(w);
+        t.wait_ns = t.wait_ns.saturating_add(wait);
         t.current = match t.current {
             Some((a, b)) if h.acquired_ns <= b => Some((a, b.max(h.released_ns))),
             Some((a, b)) => {
-                t.union_ns += b - a;
+                t.union_ns = t.union_ns.saturating_add(b - a);
                 Some((h.acquired_ns, h.released_ns))
             }
             None => Some((h.acquired_ns, h.released_ns)),
         };
-        l.acquisitions += w;
-        l.wait_ns += wait;
-        l.hold_ns += w * hold;
+        l.acquisitions = l.acquisitions.saturating_add(w);
+        l.wait_ns = l.wait_ns.saturating_add(wait);
+        l.hold_ns = l.hold_ns.saturating_add(w.saturating_mul(hold));
         if h.contended {
             l.waits.push(wait);
         }
@@ -1148,10 +1158,10 @@ impl LocalSums {
             };
             &mut l.more_sites[i]
         };
-        st.acquisitions += w;
+        st.acquisitions = st.acquisitions.saturating_add(w);
         st.contended += u64::from(h.contended);
-        st.wait_ns += wait;
-        st.hold_ns += w * hold;
+        st.wait_ns = st.wait_ns.saturating_add(wait);
+        st.hold_ns = st.hold_ns.saturating_add(w.saturating_mul(hold));
         found
     }
 }
@@ -1273,11 +1283,11 @@ impl<'f> Sink<'f> {
     /// Adds thread `thread`'s sums, once its stream is done.
     fn absorb(&mut self, thread: usize, sums: LocalSums) {
         let (sum, mine) = (&mut self.summary, &sums.summary);
-        sum.events += mine.events;
-        sum.contended += mine.contended;
-        sum.protected_ns += mine.protected_ns;
-        sum.wait_ns += mine.wait_ns;
-        sum.duration_ns += mine.duration_ns;
+        sum.events = sum.events.saturating_add(mine.events);
+        sum.contended = sum.contended.saturating_add(mine.contended);
+        sum.protected_ns = sum.protected_ns.saturating_add(mine.protected_ns);
+        sum.wait_ns = sum.wait_ns.saturating_add(mine.wait_ns);
+        sum.duration_ns = sum.duration_ns.saturating_add(mine.duration_ns);
         self.threads[thread] = sums.thread;
         for (_, l) in sums.locks.entries {
             let Some((acquired, seq, kind)) = l.first else {
@@ -1289,9 +1299,9 @@ impl<'f> Sink<'f> {
                 agg.first = Some(first);
                 agg.kind = Some(kind);
             }
-            agg.acquisitions += l.acquisitions;
-            agg.wait_ns += l.wait_ns;
-            agg.hold_ns += l.hold_ns;
+            agg.acquisitions = agg.acquisitions.saturating_add(l.acquisitions);
+            agg.wait_ns = agg.wait_ns.saturating_add(l.wait_ns);
+            agg.hold_ns = agg.hold_ns.saturating_add(l.hold_ns);
             agg.waits.extend(l.waits);
             agg.threads.push(thread);
             // A site row of no kept hold (the first hold seen was not kept) adds nothing.
@@ -1411,10 +1421,10 @@ impl<'f> Sink<'f> {
                 if next.site != kept.site {
                     return false;
                 }
-                kept.acquisitions += next.acquisitions;
-                kept.contended += next.contended;
-                kept.wait_ns += next.wait_ns;
-                kept.hold_ns += next.hold_ns;
+                kept.acquisitions = kept.acquisitions.saturating_add(next.acquisitions);
+                kept.contended = kept.contended.saturating_add(next.contended);
+                kept.wait_ns = kept.wait_ns.saturating_add(next.wait_ns);
+                kept.hold_ns = kept.hold_ns.saturating_add(next.hold_ns);
                 true
             });
             let mine: Vec<&Hold> = on_path
@@ -1425,7 +1435,7 @@ impl<'f> Sink<'f> {
             for h in &mine {
                 if let Some(st) = agg.sites.iter_mut().find(|x| x.site == h.site) {
                     st.critical_events += 1;
-                    st.critical_wait_ns += h.wait_ns();
+                    st.critical_wait_ns = st.critical_wait_ns.saturating_add(h.wait_ns());
                 }
             }
             let mut sites = std::mem::take(&mut agg.sites);
@@ -1469,8 +1479,11 @@ impl<'f> Sink<'f> {
         summary.protected_union_ns = self
             .threads
             .iter()
-            .map(|t| t.union_ns + t.current.map_or(0, |(a, b)| b - a))
-            .sum();
+            .map(|t| {
+                t.union_ns
+                    .saturating_add(t.current.map_or(0, |(a, b)| b - a))
+            })
+            .fold(0, u64::saturating_add);
         summary.mean_hold_ns = if summary.events == 0 {
             0.0
         } else {

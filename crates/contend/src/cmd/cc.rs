@@ -18,7 +18,7 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let mut show = |step: &ccwrap::Step| {
         if args.verbose {
-            eprintln!("contend cc: {step}");
+            crate::ui::plain(format_args!("contend cc: {step}"));
         }
     };
     match ccwrap::run(&args.command, &mut show) {

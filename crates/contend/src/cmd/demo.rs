@@ -25,20 +25,24 @@ impl Drop for Running {
     }
 }
 
-fn section(n: usize, title: &str, why: &str) {
-    println!("\n━━ {n}. {title} ━━");
-    println!("{why}\n");
+/// A section's heading; `Err(ReaderGone)` (a quiet exit 0) once nobody reads the tour.
+fn section(n: usize, title: &str, why: &str) -> anyhow::Result<()> {
+    crate::output::still_read()?;
+    crate::output::outln!("\n━━ {n}. {title} ━━");
+    crate::output::outln!("{why}\n");
+    Ok(())
 }
 
 /// Runs this same binary with `args`, echoing the command line the way a user would type it.
 fn contend(args: &[&str]) -> anyhow::Result<()> {
-    println!("$ contend {}", args.join(" "));
+    crate::output::still_read()?;
+    crate::output::outln!("$ contend {}", args.join(" "));
     let exe = std::env::current_exe().context("finding the contend executable")?;
     let status = Command::new(exe).args(args).status()?;
     if !status.success() {
         bail!("`contend {}` failed with {status}", args.join(" "));
     }
-    println!();
+    crate::output::outln!();
     Ok(())
 }
 
@@ -71,7 +75,7 @@ fn start_until_ready(exe: &Path, args: &[&str]) -> anyhow::Result<(Running, u32)
 /// Runs `contend record --locks` on `exe` into `run_dir`, showing the command; returns the
 /// program's own `truth` line (its fields), which the demo compares with contend's findings.
 fn record_quietly(exe: &Path, run_dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
-    println!(
+    crate::output::outln!(
         "$ contend record --locks -- ./{}",
         exe.file_name().unwrap_or_default().to_string_lossy()
     );
@@ -88,7 +92,8 @@ fn record_quietly(exe: &Path, run_dir: &Path) -> anyhow::Result<Vec<(String, Str
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    eprint!("{}", String::from_utf8_lossy(&out.stderr));
+    // Dropped if stderr is closed, as every line contend writes there.
+    let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), &out.stderr);
     let stdout = String::from_utf8_lossy(&out.stdout);
     Ok(stdout
         .lines()
@@ -130,8 +135,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .prefix("contend-demo-")
         .tempdir()
         .context("creating a build directory")?;
-    println!("contend demo: a tour of what contend finds on this machine.");
-    println!(
+    crate::output::outln!("contend demo: a tour of what contend finds on this machine.");
+    crate::output::outln!(
         "Examples are built with `{}` in {}.",
         examples::compiler(),
         dir.path().display()
@@ -142,9 +147,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "Topology",
         "Where could contention come from? Packages, NUMA nodes, cores, shared caches and the\n\
          distances between nodes, read from /sys (the same facts lstopo and numactl show).",
-    );
+    )?;
     contend(&["topo"])?;
-    println!(
+    crate::output::outln!(
         "NUMA logic is tested on machines that are values. An imaginary 2-socket machine with\n\
          2 NUMA nodes per socket, and the order in which `spread` hands its CPUs to threads:"
     );
@@ -159,7 +164,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             examples::THREADS_MEMORY.name,
             examples::THREADS_MEMORY.about
         ),
-    );
+    )?;
     let exe = examples::build(&examples::THREADS_MEMORY, dir.path())?;
     let (child, pid) = start_until_ready(&exe, &["30"])?;
     contend(&["where", &pid.to_string()])?;
@@ -174,13 +179,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             examples::PLANTED_HOLD.name,
             examples::PLANTED_HOLD.about
         ),
-    );
+    )?;
     let planted = examples::build(&examples::PLANTED_HOLD, dir.path())?;
     let run_dir = dir.path().join("planted.data");
     let truth = record_quietly(&planted, &run_dir)?;
     let run_dir_s = run_dir.to_string_lossy().into_owned();
     contend(&["report", &run_dir_s, "--top", "2"])?;
-    println!(
+    crate::output::outln!(
         "The program's own measurement: hot_lock held {} ms and waited for {} ms in total.",
         truth_ms(&truth, "hot_lock.hold_ns_total"),
         truth_ms(&truth, "hot_lock.wait_ns_total")
@@ -194,14 +199,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             examples::SHAREQUEUE_SINGLE.about,
             examples::SHAREQUEUE_TWO.about
         ),
-    );
+    )?;
     let mut waits = Vec::new();
     for ex in [&examples::SHAREQUEUE_SINGLE, &examples::SHAREQUEUE_TWO] {
         let exe = examples::build(ex, dir.path())?;
         let run_dir = dir.path().join(format!("{}.data", ex.name));
         record_quietly(&exe, &run_dir)?;
         let (wait, critical) = lock_waits(&run_dir)?;
-        println!(
+        crate::output::outln!(
             "  contend report: {} ms waiting to acquire, {} ms of it on the critical path",
             ms(wait),
             ms(critical)
@@ -209,7 +214,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         waits.push(wait);
     }
     if waits[1] > 0.0 {
-        println!(
+        crate::output::outln!(
             "\nWith two locks the threads waited {:.1}x less for their locks ({} ms against {} ms):\nthe head and the tail no longer exclude each other.",
             waits[0] / waits[1],
             ms(waits[1]),
@@ -226,7 +231,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             examples::INDEPENDENT.name,
             examples::INDEPENDENT.about
         ),
-    );
+    )?;
     let independent = examples::build(&examples::INDEPENDENT, dir.path())?;
     let serialised = examples::build(&examples::SERIALISED, dir.path())?;
     let run_dir = dir.path().join("independent.data");
@@ -254,7 +259,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             examples::SERIALISED.name,
             examples::SERIALISED.about
         ),
-    );
+    )?;
     let scale_a = dir.path().join("independent.scale");
     let scale_b = dir.path().join("serialised.scale");
     let (scale_a_s, scale_b_s) = (
@@ -294,7 +299,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "Comparing runs",
         "`contend diff` puts runs or reports side by side, metric by metric, with the change\n\
          against the first; `--fail-if` turns it into a CI gate.",
-    );
+    )?;
     contend(&[
         "diff",
         &scale_a_s,
@@ -314,15 +319,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
          launcher preload it into every rank; `contend report` finds Scalasca's wait states\n\
          (late sender, late receiver, waits at barriers and collectives), who suffered them and\n\
          who caused them, and where in the code.",
-    );
+    )?;
     match examples::mpi_toolchain() {
-        None => println!(
+        None => crate::output::outln!(
             "No MPI is installed, so this section is skipped. Install one to see it:\n  \
              apt-get install openmpi-bin libopenmpi-dev   (Open MPI), or\n  \
              apt-get install mpich libmpich-dev           (MPICH)"
         ),
         Some((mpicc, mpirun)) => {
-            println!(
+            crate::output::outln!(
                 "On `{}`: {}; then on `{}`: {}.\nBuilt with {mpicc}; the examples print what they planted (`truth:`).\n",
                 examples::MPI_LATE_SENDER.name,
                 examples::MPI_LATE_SENDER.about,
@@ -361,7 +366,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 contend(&record)?;
                 runs.push(run);
             }
-            println!(
+            crate::output::outln!(
                 "The same job before and after rank 2's imbalance was cut from 100 ms to 10 ms per\n\
                  round, compared as the thesis's tables 4.16–4.18 compare two rank placements:"
             );
@@ -389,15 +394,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
          `contend c2c report` shows perf c2c's tables (lines by cross-thread transfers, then who\n\
          touched which bytes from where), tells false from true sharing, and predicts what\n\
          separating the fields would save by replaying the line's history. No PMU needed.",
-    );
-    println!(
+    )?;
+    crate::output::outln!(
         "On `{}`: {}.\nThen on `{}`: {}.\n",
         examples::SHARING_READER_WRITER.name,
         examples::SHARING_READER_WRITER.about,
         examples::SHARING_ATOMIC_COUNTER.name,
         examples::SHARING_ATOMIC_COUNTER.about
     );
-    println!(
+    crate::output::outln!(
         "$ contend cc -- {} -O2 -g reader_writer.c -o reader_writer",
         examples::compiler()
     );
@@ -416,7 +421,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         sharing_runs.push(run);
     }
     contend(&["c2c", "report", "--top", "1", &sharing_runs[0]])?;
-    println!("The padded twin, the same work with `writer` on its own line:");
+    crate::output::outln!("The padded twin, the same work with `writer` on its own line:");
     contend(&["c2c", "report", &sharing_runs[1]])?;
     let counter_run = dir
         .path()
@@ -442,7 +447,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
          method) and prints what each operation costs as CPUs join: a locked xadd pays for the\n\
          line's trips between cores, a plain load of a line nobody writes does not.\n\
          `contend bench latency` times the trip itself, between every pair of CPUs.",
-    );
+    )?;
     // Two CPUs for the atomics (1 then 2), at most four for the matrix: a few hundred ms.
     let cpus: Vec<String> = bench::placement::affinity()?
         .iter()
@@ -472,7 +477,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "50",
         ])?;
     } else {
-        println!("One CPU only: no pair of CPUs to pass a line between, so no latency matrix.\n");
+        crate::output::outln!(
+            "One CPU only: no pair of CPUs to pass a line between, so no latency matrix.\n"
+        );
     }
 
     section(
@@ -483,7 +490,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
          process, hot caches) is the overhead, subtracted: what is left is the switch, first with\n\
          the whole ring on one CPU, then with consecutive members on different CPUs (a wake-up\n\
          on the other CPU each hop).",
-    );
+    )?;
     let allowed = bench::ctx::allowed_cpus();
     let one = allowed.first().copied().unwrap_or(0).to_string();
     contend(&[
@@ -504,7 +511,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
          caches, best rate in GB/s and the results validated; `--nt` uses non-temporal stores.\n\
          `contend bench mem generate` is the thesis's generator: it streams to memory beside a\n\
          program at a chosen rate, to see what memory contention does to it.",
-    );
+    )?;
     contend(&["bench", "mem", "stream", "--ntimes", "3"])?;
     contend(&[
         "bench",
@@ -524,7 +531,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "`contend bench numa` runs numa01 (two processes sharing a buffer), numa02 (a thread per\n\
          CPU on its own memory) and their variants with threads and memory bound together, bound\n\
          apart, interleaved, or left to the kernel. On a one-node machine the policies coincide.",
-    );
+    )?;
     contend(&[
         "bench",
         "numa",
@@ -539,8 +546,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
     if args.keep {
         let kept = dir.keep();
-        println!("build directory kept: {}", kept.display());
+        crate::output::outln!("build directory kept: {}", kept.display());
     }
-    println!("Demo finished.");
+    crate::output::outln!("Demo finished.");
     Ok(())
 }

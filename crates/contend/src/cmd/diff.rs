@@ -84,19 +84,17 @@ fn parse_json(text: &[u8], shown: &str) -> anyhow::Result<serde_json::Value> {
     Ok(v)
 }
 
-fn read_json_file(path: &Path) -> anyhow::Result<serde_json::Value> {
-    let shown = path.display().to_string();
-    let mut text = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_JSON_BYTES + 1).read_to_end(&mut text))
-        .map_err(|e| bad_input(format!("{shown}: cannot read: {e}")))?;
-    if text.len() as u64 > MAX_JSON_BYTES {
-        return Err(bad_input(format!(
-            "{shown}: larger than {} GiB; not a JSON report",
-            MAX_JSON_BYTES >> 30
-        )));
-    }
-    parse_json(&text, &shown)
+/// A saved report (a regular file within `trace::files::REPORT_JSON`'s size), or `rel` of
+/// the directory `dir` (no link followed out of it).
+fn read_json_file(path: &Path, in_dir: Option<&Path>) -> anyhow::Result<serde_json::Value> {
+    let kind = &trace::files::REPORT_JSON;
+    let read = match in_dir {
+        Some(dir) => trace::files::read_in_run(dir, path, kind),
+        None => trace::files::read_regular(path, kind),
+    };
+    let text = read.map_err(|e| bad_input(format!("{e}; {EXPECTED}")))?;
+    let shown = in_dir.map_or_else(|| path.to_path_buf(), |d| d.join(path));
+    parse_json(&text, &shown.display().to_string())
 }
 
 /// The JSON an input stands for: a run directory's report, a `contend scale` directory's
@@ -131,18 +129,15 @@ fn load(path: &Path) -> anyhow::Result<serde_json::Value> {
             Ok(serde_json::to_value(&run)?)
         } else if explain::scale::is_scale_dir(path) {
             // Compared as saved, whatever contend version wrote it.
-            read_json_file(&path.join(explain::scale::SCALE_FILE))
+            read_json_file(Path::new(explain::scale::SCALE_FILE), Some(path))
         } else {
             Err(bad_input(format!(
                 "{shown}: a directory without meta.json or scale.json; {EXPECTED}"
             )))
         }
-    } else if meta.is_file() {
-        read_json_file(path)
     } else {
-        Err(bad_input(format!(
-            "{shown}: not a regular file or directory; {EXPECTED}"
-        )))
+        // A FIFO or device says what it is.
+        read_json_file(path, None)
     }
 }
 
@@ -187,11 +182,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         args.format
     };
     match format {
-        Format::Table => print!("{}", report::diff::render_table(&shown)),
-        Format::Markdown => print!("{}", report::diff::render_markdown(&shown)),
-        Format::Latex => print!("{}", report::diff::render_latex(&shown)),
-        Format::Csv => print!("{}", report::diff::render_csv(&shown)),
-        Format::Json => println!(
+        Format::Table => crate::output::out!("{}", report::diff::render_table(&shown)),
+        Format::Markdown => crate::output::out!("{}", report::diff::render_markdown(&shown)),
+        Format::Latex => crate::output::out!("{}", report::diff::render_latex(&shown)),
+        Format::Csv => crate::output::out!("{}", report::diff::render_csv(&shown)),
+        Format::Json => crate::output::outln!(
             "{}",
             serde_json::to_string_pretty(&report::diff::to_json(&shown))?
         ),

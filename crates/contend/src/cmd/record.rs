@@ -111,7 +111,7 @@ fn parse_mpi_impl(s: &str) -> Result<observe::mpi::Implementation, String> {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let interval = recorder::sampling_interval(args.interval)?;
-    let recorded_by: Vec<String> = std::env::args().collect();
+    let recorded_by: Vec<String> = crate::args::command_line();
     let mut tell = |n: recorder::Notice| crate::ui::recorder_notice(&n);
     if let Some(pid) = args.pid {
         recorder::attach(

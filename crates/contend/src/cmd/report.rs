@@ -169,51 +169,51 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         crate::ui::note(notice);
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&explained)?);
+        crate::output::outln!("{}", serde_json::to_string_pretty(&explained)?);
     }
     let loaded = match explained {
         // A `contend scale` directory: its runs are run directories; itself, the model.
         Explained::Scale(model) => {
             if !args.json {
-                print!("{}", report::scale::render(&model.view()));
+                crate::output::out!("{}", report::scale::render(&model.view()));
             }
             return Ok(());
         }
         Explained::Run(run) => run,
     };
     if !args.json {
-        print!("{}", report::run_summary::render(&loaded.summary));
+        crate::output::out!("{}", report::run_summary::render(&loaded.summary));
         if let Some(a) = &loaded.activity {
-            println!();
-            print!("{}", report::activity::render(&a.view, args.top_threads));
+            crate::output::outln!();
+            crate::output::out!("{}", report::activity::render(&a.view, args.top_threads));
             if let Some(l) = &loaded.locks {
-                print!(
+                crate::output::out!(
                     "{}",
                     report::activity::blocked_explained(&a.view, &l.report)
                 );
             }
         }
         if let Some(l) = &loaded.locks {
-            println!();
+            crate::output::outln!();
             let opts = report::locks::RenderOptions {
                 top: args.locks.top,
                 sites_per_lock: 5,
             };
-            print!(
+            crate::output::out!(
                 "{}",
                 report::locks::render(&l.report, &l.naming, &l.coverage, &opts)
             );
         } else if let Some(why) = loaded.locks_not_measured() {
-            println!();
-            print!("{}", report::locks::render_not_measured(why));
+            crate::output::outln!();
+            crate::output::out!("{}", report::locks::render_not_measured(why));
         }
         if let Some(m) = &loaded.mpi {
-            println!();
-            print!("{}", report::mpi::render(&m.run, &m.site_names));
+            crate::output::outln!();
+            crate::output::out!("{}", report::mpi::render(&m.run, &m.site_names));
         }
         if let Some(s) = &loaded.sharing {
-            println!();
-            print!(
+            crate::output::outln!();
+            crate::output::out!(
                 "{}",
                 report::sharing::render(
                     &s.report,
@@ -271,11 +271,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 /// Creates an export file (or stdout for `-`), with the error naming the file.
 fn create(path: &std::path::Path) -> anyhow::Result<Box<dyn std::io::Write>> {
     if path.as_os_str() == "-" {
-        return Ok(Box::new(std::io::stdout().lock()));
+        return Ok(Box::new(crate::output::Stdout));
     }
     let f = std::fs::File::create(path)
         .map_err(|e| bad_input(format!("cannot write {}: {e}", path.display())))?;
     Ok(Box::new(std::io::BufWriter::new(f)))
+}
+
+/// An export that failed: data the format cannot hold (read from a damaged run) is the input's
+/// fault (exit 2); a write that failed is the machine's (exit 1).
+fn export_error(e: export::ExportError) -> anyhow::Error {
+    match e {
+        export::ExportError::Invalid(_) => bad_input(format!(
+            "{e} (the run's data is damaged: re-record the run)"
+        )),
+        export::ExportError::Io(_) => e.into(),
+    }
 }
 
 fn write_lock_exports(
@@ -285,7 +296,7 @@ fn write_lock_exports(
 ) -> anyhow::Result<()> {
     let profile = report::lock_exports::profile(r, naming);
     if let Some(path) = &args.pprof {
-        export::pprof::write(&profile, create(path)?)?;
+        export::pprof::write(&profile, create(path)?).map_err(export_error)?;
         crate::ui::status(format_args!(
             "wrote a lock-contention profile of {} call site(s) to {} (go tool pprof -top {})",
             profile.samples.len(),
@@ -315,7 +326,7 @@ fn write_lock_exports(
             module: false,
             file_line: true,
         };
-        export::folded::write(&profile, &options, create(path)?)?;
+        export::folded::write(&profile, &options, create(path)?).map_err(export_error)?;
     }
     Ok(())
 }

@@ -69,6 +69,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.repeat == 0 {
         return Err(bad_input("--repeat must be at least 1"));
     }
+    // Each repetition is a recorded run: beyond this is no measurement plan (and the counts
+    // are added as u32).
+    const MOST_RUNS: u32 = 10_000;
+    if args.repeat > MOST_RUNS || args.warmup > MOST_RUNS {
+        return Err(bad_input(format!(
+            "--repeat and --warmup: at most {MOST_RUNS} runs of each configuration"
+        )));
+    }
     if !(0.1..=60_000.0).contains(&args.interval) {
         return Err(bad_input(format!(
             "--interval {} ms: give 0.1 ms to 60000 ms",
@@ -105,7 +113,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         crate::ui::warning(&note);
         notes.push(note);
     }
-    let root = RunDir::create(&args.output).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let root = RunDir::create(&args.output).map_err(|e| {
+        if e.is_bad_input() {
+            bad_input(e.to_string())
+        } else {
+            anyhow::anyhow!("{e}")
+        }
+    })?;
     // The scale directory holds runs, not streams of its own.
     let _ = std::fs::remove_dir(root.path().join(trace::rundir::STREAMS_DIR));
     let total: u64 = plan
@@ -170,9 +184,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let json = serde_json::to_string_pretty(&result)?;
     std::fs::write(root.path().join("scale.json"), &json)?;
     if args.json {
-        println!("{json}");
+        crate::output::outln!("{json}");
     } else {
-        print!("{}", report::scale::render(&result_view(&result)));
+        crate::output::out!("{}", report::scale::render(&result_view(&result)));
     }
     if args.threads.len() > 1 {
         let path = args
@@ -209,7 +223,7 @@ fn one_run(
         &recorder::RecordOptions {
             command: command.to_vec(),
             output: root.join(name),
-            recorded_by: std::env::args().collect(),
+            recorded_by: crate::args::command_line(),
             interval: Some(interval),
             sched_trace,
             placement: recorder::Placement {

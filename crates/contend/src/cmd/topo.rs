@@ -27,7 +27,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     if args.help_synthetic {
-        println!("{}", topology::SYNTHETIC_GRAMMAR);
+        crate::output::outln!("{}", topology::SYNTHETIC_GRAMMAR);
         return Ok(());
     }
     let t = crate::args::topology(args.sysfs.as_deref(), args.synthetic.as_deref())?;
@@ -37,16 +37,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(order) = args.order {
         let cpus = t.fill_order(order);
         if args.json {
-            println!("{}", serde_json::json!({ "order": order, "cpus": cpus }));
+            crate::output::outln!("{}", serde_json::json!({ "order": order, "cpus": cpus }));
         } else {
-            println!("{}", topology::CpuSet::list_in_order(&cpus));
+            crate::output::outln!("{}", topology::CpuSet::list_in_order(&cpus));
         }
         return Ok(());
     }
     if args.json {
-        println!("{}", report::topo::to_json(&t)?);
+        crate::output::outln!("{}", report::topo::to_json(&t)?);
     } else {
-        print!("{}", report::topo::render(&t));
+        crate::output::out!("{}", report::topo::render(&t));
     }
     Ok(())
 }

@@ -10,7 +10,7 @@
 use crate::exit::bad_input;
 use observe::{ProcError, Process};
 use report::where_::{self as view, MemoryRead, WhereView};
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::time::{Duration, SystemTime};
 use topology::Topology;
 
@@ -130,7 +130,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             Err(e) => return Err(to_anyhow(e)),
         };
         let frame = frame(&snapshot.view, &args, interactive)?;
-        if !print(&frame) {
+        if !crate::output::print(format_args!("{frame}")) {
             return Ok(()); // stdout closed (`| head`): nothing more to say
         }
         shown = true;
@@ -163,12 +163,4 @@ fn frame(v: &WhereView, args: &Args, interactive: bool) -> anyhow::Result<String
         ),
         Some(_) => format!("--- {} ---\n{body}", v.time_utc),
     })
-}
-
-/// Writes to stdout; false once stdout is closed.
-fn print(text: &str) -> bool {
-    let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())
-        .and_then(|_| out.flush())
-        .is_ok()
 }

@@ -19,6 +19,7 @@ mod cc;
 mod demo;
 mod diff;
 mod fixtures;
+mod hostile_input;
 mod hostile_private;
 mod hostile_probe;
 mod hostile_sharing;

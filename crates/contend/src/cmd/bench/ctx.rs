@@ -224,13 +224,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("--svg {}: {e}", path.display()))?;
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&result)?);
+        crate::output::outln!("{}", serde_json::to_string_pretty(&result)?);
     } else if args.csv {
-        print!("{}", report::bench_ctx::csv(&result));
+        crate::output::out!("{}", report::bench_ctx::csv(&result));
     } else {
         match args.format {
-            Format::Table => print!("{}", report::bench_ctx::render(&result)),
-            Format::Lmbench => print!("{}", report::bench_ctx::lmbench(&result)),
+            Format::Table => crate::output::out!("{}", report::bench_ctx::render(&result)),
+            Format::Lmbench => crate::output::out!("{}", report::bench_ctx::lmbench(&result)),
         }
     }
     Ok(())

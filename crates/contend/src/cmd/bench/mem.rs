@@ -175,9 +175,9 @@ fn stream(args: StreamArgs) -> anyhow::Result<()> {
     result.notes = notes;
     result.llc_total_bytes = llc.map(|l| l * 1024);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&result)?);
+        crate::output::outln!("{}", serde_json::to_string_pretty(&result)?);
     } else {
-        print!("{}", report::bench_mem::render_stream(&result));
+        crate::output::out!("{}", report::bench_mem::render_stream(&result));
     }
     if !result.validation.passed {
         anyhow::bail!(
@@ -257,9 +257,9 @@ fn generate(args: GenerateArgs) -> anyhow::Result<()> {
     bar.finish_and_clear();
     let result = result.map_err(|e| anyhow::anyhow!("{e}"))?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&result)?);
+        crate::output::outln!("{}", serde_json::to_string_pretty(&result)?);
     } else {
-        print!("{}", report::bench_mem::render_generate(&result));
+        crate::output::out!("{}", report::bench_mem::render_generate(&result));
     }
     Ok(())
 }

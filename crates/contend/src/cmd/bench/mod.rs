@@ -206,11 +206,11 @@ fn run_atomic(a: AtomicArgs) -> anyhow::Result<()> {
 
 fn write_atomic(r: &AtomicReport, a: &AtomicArgs) -> anyhow::Result<()> {
     if a.json {
-        println!("{}", serde_json::to_string_pretty(r)?);
+        crate::output::outln!("{}", serde_json::to_string_pretty(r)?);
     } else if a.csv {
-        print!("{}", report::bench_atomic::to_csv(r));
+        crate::output::out!("{}", report::bench_atomic::to_csv(r));
     } else {
-        print!("{}", report::bench_atomic::render(r));
+        crate::output::out!("{}", report::bench_atomic::render(r));
     }
     if let Some(path) = &a.svg {
         std::fs::write(path, report::bench_atomic::svg(r))
@@ -224,7 +224,7 @@ fn write_atomic(r: &AtomicReport, a: &AtomicArgs) -> anyhow::Result<()> {
 fn print_plan(plan: &patterns::Plan, a: &AtomicArgs) -> anyhow::Result<()> {
     crate::ui::note("a described machine: showing the plan, nothing is measured");
     if a.json {
-        println!("{}", serde_json::to_string_pretty(plan)?);
+        crate::output::outln!("{}", serde_json::to_string_pretty(plan)?);
         return Ok(());
     }
     let mut header: Vec<String> = vec!["Nodes".into()];
@@ -242,7 +242,7 @@ fn print_plan(plan: &patterns::Plan, a: &AtomicArgs) -> anyhow::Result<()> {
             t.add_row(row);
         }
     }
-    println!("{t}");
+    crate::output::outln!("{t}");
     Ok(())
 }
 
@@ -302,11 +302,11 @@ fn run_latency(a: LatencyArgs) -> anyhow::Result<()> {
     bar.finish_and_clear();
     let r = r?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
+        crate::output::outln!("{}", serde_json::to_string_pretty(&r)?);
     } else if a.csv {
-        print!("{}", report::bench_latency::to_csv(&r));
+        crate::output::out!("{}", report::bench_latency::to_csv(&r));
     } else {
-        print!("{}", report::bench_latency::render(&r));
+        crate::output::out!("{}", report::bench_latency::render(&r));
     }
     if let Some(path) = &a.svg {
         std::fs::write(path, report::bench_latency::svg(&r))

@@ -205,11 +205,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&result)?);
+        crate::output::outln!("{}", serde_json::to_string_pretty(&result)?);
     } else if args.csv {
-        print!("{}", report::bench_numa::csv(&view));
+        crate::output::out!("{}", report::bench_numa::csv(&view));
     } else {
-        print!(
+        crate::output::out!(
             "{}",
             report::bench_numa::render(&view, bytes, args.loops, args.repeat)
         );

@@ -132,7 +132,7 @@ fn import(args: ImportArgs) -> anyhow::Result<()> {
         file: args.file,
         output: args.output,
         line: args.line,
-        recorded_by: std::env::args().collect(),
+        recorded_by: crate::args::command_line(),
     };
     recorder::sharing::import(&options, &mut tell)?;
     Ok(())
@@ -142,7 +142,7 @@ fn record(args: RecordArgs) -> anyhow::Result<()> {
     let options = recorder::RecordOptions {
         command: args.command,
         output: args.output,
-        recorded_by: std::env::args().collect(),
+        recorded_by: crate::args::command_line(),
         interval: recorder::sampling_interval(args.interval)?,
         sched_trace: !args.no_sched_trace,
         placement: recorder::Placement {

@@ -42,12 +42,12 @@ pub fn report(args: ReportArgs) -> anyhow::Result<()> {
         )));
     };
     if args.json {
-        println!(
+        crate::output::outln!(
             "{}",
             serde_json::to_string_pretty(&explain::to_json(&loaded)?)?
         );
     } else {
-        print!(
+        crate::output::out!(
             "{}",
             report::sharing::render(
                 &loaded.report,
