@@ -16,6 +16,7 @@
 mod trampoline;
 
 mod alloc;
+mod budget;
 mod clock;
 mod config;
 pub mod hooks;
