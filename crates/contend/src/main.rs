@@ -92,6 +92,15 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // contend re-executes itself as the reaper of a recording's rings directory (hidden).
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if argv
+        .get(1)
+        .is_some_and(|a| a == observe::reaper::SUBCOMMAND)
+    {
+        return ExitCode::from(observe::reaper::main(&argv[2..]) as u8);
+    }
+    observe::reaper::enable();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Topo(a) => cmd::topo::run(a),

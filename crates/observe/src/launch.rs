@@ -215,7 +215,27 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
             });
         }
     }
+    // The program must not outlive contend by surprise: if contend dies (SIGKILL included),
+    // the kernel sends it SIGKILL (what it recorded could not be saved anyway). Only the
+    // program contend starts, not the processes it starts in turn; a set-user-ID program
+    // clears this at exec.
+    let recorder = std::process::id();
+    // SAFETY: prctl and getppid are async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // contend died before the request took effect.
+            if libc::getppid() as u32 != recorder {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
     let mut drainer = None;
+    // Removes the rings directory if contend dies before it does (`crate::reaper`).
+    let mut reaper = None;
     let mut busy_threshold = u64::MAX;
     if let Some(locks) = &plan.locks {
         let rings = rings_dir(plan.run);
@@ -241,6 +261,7 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
                 if locks.alloc_sites { "1" } else { "0" },
             )
             .env("CONTEND_CLOCK", if use_tsc { "tsc" } else { "monotonic" });
+        reaper = crate::reaper::watch(&rings);
         drainer = Some(rings);
         // A drain that moved more than half a ring means the program records fast: drain
         // again at once instead of sleeping, so rings do not fill up between drains.
@@ -372,6 +393,7 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
             let rings = d.rings_dir().to_path_buf();
             let done = d.finish(end_time);
             keep_maps(&rings, plan.run);
+            drop(reaper);
             done
         }
         None => (Vec::new(), Vec::new()),
