@@ -48,6 +48,10 @@ enum Command {
     ///
     /// Example: `contend record -- ./server --threads 8`, `contend record --locks --cpus 0-3
     /// -- ./app`, `contend record -p 4242 --duration 10`, then `contend report`.
+    ///
+    /// If contend is killed (even with SIGKILL), the program it started gets SIGKILL too
+    /// (not the processes that program started), and nothing of the recording is left in
+    /// /dev/shm.
     Record(cmd::record::Args),
     /// Explain a run directory: activity (service time, active threads), locks, streams.
     ///
