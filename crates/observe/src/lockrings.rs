@@ -74,7 +74,7 @@ impl RingDrainer {
             notes: Vec::new(),
             notes_left_out: 0,
         };
-        match create_budget(&rings_dir.join(BUDGET_FILE), ringbudget::DEFAULT_LIMIT) {
+        match create_budget(&rings_dir.join(BUDGET_FILE), budget_limit()) {
             Ok(map) => d.budget = Some(map),
             Err(e) => d.note(format!(
                 "the ring budget could not be created in {}: {e}; every thread's ring takes \
@@ -272,6 +272,16 @@ impl RingDrainer {
         entries.sort_by(|a, b| a.file.cmp(&b.file));
         (entries, notes)
     }
+}
+
+/// The ring budget: `CONTEND_RING_BUDGET_MIB` (1 to 65536; for tests and tuning), else
+/// [`ringbudget::DEFAULT_LIMIT`].
+fn budget_limit() -> u64 {
+    std::env::var("CONTEND_RING_BUDGET_MIB")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(|mib| mib.clamp(1, 65536) << 20)
+        .unwrap_or(ringbudget::DEFAULT_LIMIT)
 }
 
 /// Creates the ring budget's control file (never an existing one) and maps it.

@@ -292,6 +292,48 @@ fn twelve_hundred_threads_alive_at_once_are_all_recorded_within_bounds() {
     every_thread_recorded_within_bounds(1200, 1200);
 }
 
+#[test]
+fn threads_beyond_the_ring_budget_are_counted_and_shown() {
+    let _one = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(exe) = build(tmp.path()) else {
+        return;
+    };
+    // 1 MiB: half of it for rings of any size, the rest for 64 KiB rings (68 KiB files with
+    // their header): at most 15 threads alive at once get a ring; 40 are alive at once.
+    let out = Command::new(CONTEND)
+        .args(["record", "-o", "run", "--locks", "--"])
+        .arg(&exe)
+        .args(["40", "40"])
+        .env("CONTEND_RING_BUDGET_MIB", "1")
+        .current_dir(tmp.path())
+        .output()
+        .expect("running contend");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("not recorded: the ring budget (1 MiB"))
+        .unwrap_or_else(|| panic!("no note of threads not recorded in {stderr}"));
+    let refused: usize = line
+        .split_whitespace()
+        .find_map(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("no count in {line:?}"));
+    let report = crate::common::report_json(tmp.path(), &["run"]);
+    let recorded = report["locks"]["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["holds"].as_u64().unwrap_or(0) >= 1)
+        .count();
+    // Every worker is either recorded or counted (the main thread may be either too).
+    assert!((1..=15).contains(&recorded), "{recorded} recorded");
+    assert!(
+        (40..=41).contains(&(recorded + refused)),
+        "{recorded} recorded + {refused} not recorded: {line}"
+    );
+}
+
 /// A process's state letter, `None` once it is gone (a zombie is `Z`).
 fn state(pid: u32) -> Option<char> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
