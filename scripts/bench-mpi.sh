@@ -217,10 +217,10 @@ for impl in $impls; do
   # The wrapper as contend builds it: one recording builds and caches it.
   "$contend" record --mpi --interval 0 -o "$work/build-$impl" -- \
     "mpirun.$impl" -np 1 "$prog" calls 10 >/dev/null 2>&1 || die "$impl: contend record --mpi failed"
-  libs=("$CONTEND_CACHE"/mpi/"$impl"-*/libcontend-mpi.so)
+  libs=("$CONTEND_CACHE"/libcontend-mpi-"$impl"-*.so)
   [ "${#libs[@]}" = 1 ] && [ -f "${libs[0]}" ] || die "$impl: expected one cached wrapper: ${libs[*]}"
   lib=${libs[0]}
-  echo "$impl: wrapper $(sha256sum "$(dirname "$lib")/contend_mpi.c" | cut -c1-12) (sha256 of the contend_mpi.c it was built from)"
+  echo "$impl: wrapper $(sha256sum mpi/contend_mpi.c | cut -c1-12) (sha256 of the contend_mpi.c it was built from)"
   # The parts of a recorded call, each alone (mpi/cst_writer.h, the wrapper's writer).
   for ((attempt = 0; attempt < 4; attempt++)); do
     wait_quiet

@@ -66,6 +66,13 @@ impl Run {
 fn locks_value(l: &crate::locks::Locks) -> Result<Value, serde_json::Error> {
     let r = &l.report;
     let mut v = serde_json::to_value(r)?;
+    // A measured zero says where it was measured; what was not measured is listed beside it.
+    if let Some(n) = l.coverage.probe_processes {
+        v["probe_processes"] = n.into();
+    }
+    if !l.coverage.not_measured.is_empty() {
+        v["not_measured"] = serde_json::to_value(&l.coverage.not_measured)?;
+    }
     // A condition variable's sites are a list of addresses: their names in a list beside it.
     if let Some(list) = v.get_mut("conds").and_then(Value::as_array_mut) {
         for (entry, cond) in list.iter_mut().zip(&r.conds) {
@@ -181,6 +188,7 @@ mod tests {
             wakeups: Vec::new(),
             path: Vec::new(),
             files: Vec::new(),
+            coverage: report::locks::Coverage::default(),
         };
         let v = locks_value(&locks).unwrap();
         let sites = &v["conds"][0]["call_sites"];

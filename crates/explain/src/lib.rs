@@ -97,6 +97,23 @@ pub enum Explained {
     Scale(Box<scale::ScaleResult>),
 }
 
+impl Run {
+    /// Why the locks asked for were not measured (the probe loaded in no process), from
+    /// meta.json's `unavailable`: what the locks section shows instead of zeros. `None` for a
+    /// run that measured them, or that never asked (`record -p` lists locks as unavailable
+    /// too, but never asked for them).
+    pub fn locks_not_measured(&self) -> Option<&str> {
+        if self.locks.is_some() || self.meta.attached {
+            return None;
+        }
+        self.meta
+            .unavailable
+            .iter()
+            .find(|u| u.what == "locks")
+            .map(|u| u.why.as_str())
+    }
+}
+
 impl Explained {
     /// The notices of a recorded run (a saved scale model has none).
     pub fn notices(&self) -> &[Notice] {

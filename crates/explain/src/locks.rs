@@ -24,6 +24,8 @@ pub struct Locks {
     pub path: Vec<HoldId>,
     /// The lock streams the analysis read (relative to the run directory), in its order.
     pub files: Vec<String>,
+    /// Where the probe was loaded, and what it could not measure.
+    pub coverage: report::locks::Coverage,
 }
 
 /// The lock probe's streams of a run (not the sampler's or the MPI wrapper's, which carry no
@@ -79,6 +81,7 @@ pub(crate) fn lock_report(
         wakeups: streamed.wakeups,
         path: streamed.path,
         files: files.into_iter().map(String::from).collect(),
+        coverage: report::locks::Coverage::of(meta),
     }
 }
 

@@ -2,6 +2,7 @@
 //! it runs, the clock calibration, and its exit status.
 
 use crate::lockrings::RingDrainer;
+use crate::private::{copy_owned_file, euid, PrivateDir};
 use crate::sampler::{Sampler, SamplerOptions};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
@@ -62,6 +63,8 @@ pub struct Outcome {
     /// Counter totals over the program and its descendants.
     pub counters: Vec<crate::counters::Reading>,
     pub counters_unavailable: Vec<crate::counters::Unavailable>,
+    /// With the lock probe: the processes it announced itself in.
+    pub probe_announced: Option<crate::lockrings::Announced>,
 }
 
 /// The sampler's own figures, for meta.json and the benchmarks.
@@ -237,12 +240,10 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
     // Removes the rings directory if contend dies before it does (`crate::reaper`).
     let mut reaper = None;
     let mut busy_threshold = u64::MAX;
+    // Removed when dropped, whichever way this function returns.
+    let mut rings_guard = None;
     if let Some(locks) = &plan.locks {
-        let rings = rings_dir(plan.run);
-        std::fs::create_dir_all(&rings).map_err(|source| LaunchError::Io {
-            path: rings.clone(),
-            source,
-        })?;
+        let rings = rings_dir(plan.run)?;
         let preload = match std::env::var_os("LD_PRELOAD") {
             Some(existing) if !existing.is_empty() => {
                 let mut p = locks.probe.clone().into_os_string();
@@ -253,7 +254,7 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
             _ => locks.probe.clone().into_os_string(),
         };
         cmd.env("LD_PRELOAD", preload)
-            .env("CONTEND_RINGS", absolute(&rings))
+            .env("CONTEND_RINGS", rings.path())
             .env("CONTEND_RING_KB", locks.ring_kib.to_string())
             .env("CONTEND_LOCK_SAMPLE", locks.sample_every.to_string())
             .env(
@@ -261,8 +262,9 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
                 if locks.alloc_sites { "1" } else { "0" },
             )
             .env("CONTEND_CLOCK", if use_tsc { "tsc" } else { "monotonic" });
-        reaper = crate::reaper::watch(&rings);
-        drainer = Some(rings);
+        reaper = crate::reaper::watch(rings.path());
+        drainer = Some(rings.path().to_path_buf());
+        rings_guard = Some(rings);
         // A drain that moved more than half a ring means the program records fast: drain
         // again at once instead of sleeping, so rings do not fill up between drains.
         busy_threshold = locks.ring_kib * 1024 / 16 / 2;
@@ -388,13 +390,16 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
         calibration.push(end_point);
     }
     let end_time = if use_tsc { tsc() } else { monotonic_ns() };
+    let mut probe_announced = None;
     let (mut streams, mut notes) = match drainer {
         Some(d) => {
             let rings = d.rings_dir().to_path_buf();
-            let done = d.finish(end_time);
-            keep_maps(&rings, plan.run);
+            let (streams, mut notes) = d.finish(end_time);
+            probe_announced = Some(crate::lockrings::announced(&rings));
+            notes.extend(keep_maps(&rings, plan.run));
+            drop(rings_guard);
             drop(reaper);
-            done
+            (streams, notes)
         }
         None => (Vec::new(), Vec::new()),
     };
@@ -420,6 +425,7 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
         sampler,
         counters,
         counters_unavailable,
+        probe_announced,
     })
 }
 
@@ -448,47 +454,78 @@ fn wait_child(pid: u32, nohang: bool) -> std::io::Result<Option<(ExitStatus, u64
     Ok(Some((ExitStatus::from_raw(status), cpu)))
 }
 
-/// Where the rings live while the program runs: memory-backed `/dev/shm` when it exists (ring
-/// pages are scratch space: on a disk-backed run directory the kernel would write them back
-/// for nothing), else the run directory itself.
-fn rings_dir(run: &RunDir) -> PathBuf {
-    let shm = Path::new("/dev/shm");
-    let in_run = absolute(&run.path().join("rings"));
-    // The probe copies the path into small stack buffers (probe::config::MAX_DIR).
-    if !shm.is_dir() && in_run.as_os_str().len() >= 400 {
-        return std::env::temp_dir().join(format!("contend-rings-{}", std::process::id()));
+/// The rings directory's name before mkdtemp's six random characters.
+const RINGS_PREFIX: &str = "contend-rings-";
+
+/// The longest rings directory path the probe takes: it copies the path into small stack
+/// buffers (probe::config::MAX_DIR, 400 bytes with the NUL).
+const PROBE_MAX_DIR: usize = 399;
+
+/// The directory the rings live in while the program runs: a private one (random name, mode
+/// 0700, created atomically, never one that existed: `/dev/shm` is writable by every user) in
+/// [`rings_parent`].
+fn rings_dir(run: &RunDir) -> Result<PrivateDir, LaunchError> {
+    let parent = rings_parent(
+        Path::new("/dev/shm"),
+        &absolute(run.path()),
+        &absolute(&std::env::temp_dir()),
+    );
+    let dir = PrivateDir::new_in(&parent, RINGS_PREFIX).map_err(|source| LaunchError::Io {
+        path: parent.clone(),
+        source,
+    })?;
+    if dir.path().as_os_str().len() > PROBE_MAX_DIR {
+        return Err(LaunchError::Io {
+            path: dir.path().to_path_buf(),
+            source: std::io::Error::other(format!(
+                "the path is longer than the lock probe takes ({PROBE_MAX_DIR} bytes): record \
+                 into a shorter run directory or set TMPDIR to a shorter one"
+            )),
+        });
     }
+    Ok(dir)
+}
+
+/// Memory-backed `/dev/shm` when it exists (ring pages are scratch space: on a disk-backed run
+/// directory the kernel would write them back for nothing), else the run directory, else (its
+/// path too long for the probe) `$TMPDIR`.
+fn rings_parent(shm: &Path, run: &Path, tmp: &Path) -> PathBuf {
     if shm.is_dir() {
-        let name = format!(
-            "contend-{}-{}",
-            std::process::id(),
-            run.path()
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default()
-        );
-        shm.join(name)
+        shm.to_path_buf()
+    } else if run.as_os_str().len() + 1 + RINGS_PREFIX.len() + 6 <= PROBE_MAX_DIR {
+        run.to_path_buf()
     } else {
-        in_run
+        tmp.to_path_buf()
     }
 }
 
-/// Moves the probes' memory-map snapshots into the run directory's `maps/` and removes the
-/// rings directory (its rings are already drained and deleted).
-fn keep_maps(rings: &Path, run: &RunDir) {
+/// The largest memory-map snapshot kept (a process with a hundred thousand mappings writes
+/// about 10 MB).
+const MAX_MAPS_BYTES: u64 = 64 << 20;
+
+/// Copies the probes' memory-map snapshots into the run directory's `maps/`; notes on those
+/// not kept. Only regular files of this user are copied (never through a symlink), bounded in
+/// size, into files created new (`O_EXCL|O_NOFOLLOW`).
+fn keep_maps(rings: &Path, run: &RunDir) -> Vec<String> {
     let maps = run.path().join(trace::layout::MAPS_DIR);
     let _ = std::fs::create_dir_all(&maps);
-    if let Ok(entries) = std::fs::read_dir(rings) {
-        for e in entries.flatten() {
-            let name = e.file_name();
-            if name.to_string_lossy().ends_with(".maps")
-                && std::fs::rename(e.path(), maps.join(&name)).is_err()
-            {
-                let _ = std::fs::copy(e.path(), maps.join(&name));
-            }
+    let mut notes = Vec::new();
+    let Ok(entries) = std::fs::read_dir(rings) else {
+        return notes;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        if !name.as_encoded_bytes().ends_with(b".maps") {
+            continue;
+        }
+        if let Err(why) = copy_owned_file(&e.path(), &maps.join(&name), euid(), MAX_MAPS_BYTES) {
+            notes.push(format!(
+                "memory map {} not kept ({why}): its call sites are shown by address",
+                name.to_string_lossy()
+            ));
         }
     }
-    let _ = std::fs::remove_dir_all(rings);
+    notes
 }
 
 fn absolute(p: &Path) -> PathBuf {
@@ -611,4 +648,77 @@ pub fn attach(plan: AttachPlan<'_>) -> Result<AttachOutcome, LaunchError> {
         sampler,
         end,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    #[test]
+    fn rings_go_to_dev_shm_else_the_run_directory_else_tmpdir() {
+        let top = tempfile::tempdir().unwrap();
+        let (shm, run, tmp) = (
+            top.path().join("shm"),
+            top.path().join("run"),
+            top.path().join("tmp"),
+        );
+        std::fs::create_dir(&shm).unwrap();
+        assert_eq!(rings_parent(&shm, &run, &tmp), shm);
+        let no_shm = top.path().join("no-shm");
+        assert_eq!(rings_parent(&no_shm, &run, &tmp), run);
+        // A run directory whose rings path would not fit the probe's buffers.
+        let long = PathBuf::from(format!("/{}", "r".repeat(PROBE_MAX_DIR - 20)));
+        assert_eq!(rings_parent(&no_shm, &long, &tmp), tmp);
+    }
+
+    #[test]
+    fn only_the_users_regular_map_snapshots_are_kept() {
+        let top = tempfile::tempdir().unwrap();
+        let run = RunDir::create(&top.path().join("run")).unwrap();
+        let rings = PrivateDir::new_in(top.path(), RINGS_PREFIX).unwrap();
+        let secret = top.path().join("secret");
+        std::fs::write(&secret, b"root:$6$hash").unwrap();
+        std::fs::write(rings.path().join("10-1.maps"), b"00400000-00401000 r-xp").unwrap();
+        symlink(&secret, rings.path().join("11-1.maps")).unwrap();
+        let fifo = std::ffi::CString::new(
+            rings
+                .path()
+                .join("12-1.maps")
+                .into_os_string()
+                .into_encoded_bytes(),
+        )
+        .unwrap();
+        // SAFETY: a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        std::fs::write(rings.path().join("10-1.maps.0.tmp"), b"half").unwrap();
+        let notes = keep_maps(rings.path(), &run);
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.contains("11-1.maps") && n.contains("symbolic link")),
+            "{notes:?}"
+        );
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.contains("12-1.maps") && n.contains("not a regular file")),
+            "{notes:?}"
+        );
+        let maps = run.path().join(trace::layout::MAPS_DIR);
+        let kept: Vec<_> = std::fs::read_dir(&maps)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(kept, ["10-1.maps"]);
+        assert_eq!(
+            std::fs::read(maps.join("10-1.maps")).unwrap(),
+            b"00400000-00401000 r-xp"
+        );
+        let path = rings.path().to_path_buf();
+        drop(rings);
+        assert!(!path.exists());
+        assert_eq!(std::fs::read(&secret).unwrap(), b"root:$6$hash");
+    }
 }

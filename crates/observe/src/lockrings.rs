@@ -12,10 +12,15 @@
 //! ring budget (`trace::ringbudget`, created here), from which new threads' rings are granted;
 //! stream files are opened only to write a chunk (`crate::reopen`), so no descriptor is held
 //! per thread.
+//!
+//! [`announced`] lists the processes the probe was loaded in (its `<pid>-<instance>.probe`
+//! marks), whether or not they took a lock.
+
 use crate::reopen::ReopeningFile;
 use memmap2::MmapMut;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::OpenOptions;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use trace::meta::StreamEntry;
 use trace::ring::{self, Consumer};
@@ -60,9 +65,11 @@ pub struct RingDrainer {
 }
 
 impl RingDrainer {
-    /// A drainer for `rings_dir`, which must exist and be empty: the ring budget is created in
-    /// it here, before the target starts.
+    /// A drainer for `rings_dir`, which must exist and be empty: the ring budget, and `marks/`
+    /// for the probe's announcements ([`announced`]), are made in it here, before the program
+    /// starts.
     pub fn new(run: &RunDir, rings_dir: &Path, clock: ClockSource, clock_hz: u64) -> RingDrainer {
+        let _ = std::fs::create_dir(rings_dir.join(ring::MARKS_DIR));
         let mut d = RingDrainer {
             rings_dir: rings_dir.to_path_buf(),
             run: run.clone(),
@@ -126,14 +133,20 @@ impl RingDrainer {
     }
 
     fn open(&mut self, path: &Path, name: &str) -> Result<RingStream, String> {
+        // Only the user's own regular files, never through a symlink: the recorder writes
+        // into what it maps.
         let file = OpenOptions::new()
             .read(true)
             .write(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
             .open(path)
             .map_err(|e| e.to_string())?;
-        if !file.metadata().map_err(|e| e.to_string())?.is_file() {
-            return Err("not a regular file".into());
+        let meta = file.metadata().map_err(|e| e.to_string())?;
+        if !meta.is_file() || meta.uid() != crate::private::euid() {
+            return Err(format!(
+                "not a regular file of uid {}",
+                crate::private::euid()
+            ));
         }
         // SAFETY: the ring is shared with the target by design; every value read from it is
         // validated by `Consumer` before use, and only atomics are written.
@@ -373,5 +386,117 @@ fn translate(
             };
             w.push(&Record { site, obj, ..rec });
         }
+    }
+}
+
+/// The processes the probe announced itself in, from the marks it leaves in the rings
+/// directory (see the probe's `announce`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Announced {
+    /// Pids of process images the probe was loaded in (`<pid>-<instance>.probe`).
+    pub pids: BTreeSet<u32>,
+    /// Forked children, with their name at the fork (`<pid>-<instance>.fork`): the probe was
+    /// in them then, and still is unless they exec'd a program it cannot enter.
+    pub forked: BTreeMap<u32, String>,
+    /// More processes announced themselves than these hold ([`MAX_ANNOUNCED`]).
+    pub truncated: bool,
+}
+
+/// Pids kept in [`Announced`]: a bound on the recorder's memory whatever the program starts.
+pub const MAX_ANNOUNCED: usize = 1 << 20;
+
+/// The probe's announcements in `rings_dir`'s `marks/` (read once the program has ended).
+pub fn announced(rings_dir: &Path) -> Announced {
+    let mut found = Announced::default();
+    let Ok(entries) = std::fs::read_dir(rings_dir.join(ring::MARKS_DIR)) else {
+        return found;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(name) = name.to_str() else {
+            continue;
+        };
+        let (stem, fork) = match (name.strip_suffix(".probe"), name.strip_suffix(".fork")) {
+            (Some(stem), _) => (stem, false),
+            (_, Some(stem)) => (stem, true),
+            _ => continue,
+        };
+        let Some(pid) = stem
+            .split_once('-')
+            .and_then(|(pid, _instance)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if found.pids.len() + found.forked.len() >= MAX_ANNOUNCED {
+            found.truncated = true;
+            break;
+        }
+        if fork {
+            found.forked.insert(pid, fork_name(&e.path()));
+        } else {
+            found.pids.insert(pid);
+        }
+    }
+    found
+}
+
+/// The name in a fork mark: at most 16 bytes of a regular file, never following a link.
+fn fork_name(path: &Path) -> String {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let Ok(f) = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+    else {
+        return String::new();
+    };
+    if !f.metadata().is_ok_and(|m| m.is_file()) {
+        return String::new();
+    }
+    let mut name = Vec::with_capacity(16);
+    let _ = f.take(16).read_to_end(&mut name);
+    String::from_utf8_lossy(&name).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn announcements_are_counted_by_process_and_nothing_else_is() {
+        let rings = tempfile::tempdir().unwrap();
+        let dir = rings.path().join(ring::MARKS_DIR);
+        std::fs::create_dir(&dir).unwrap();
+        // A mark outside marks/ is not one.
+        std::fs::write(rings.path().join("140-1.probe"), b"").unwrap();
+        for name in [
+            "123-456.probe",
+            // The same process after an exec: another image, the same pid.
+            "123-789.probe",
+            "124-1.probe",
+            // Not announcements: a ring, a maps copy, names that are not `<pid>-<instance>`.
+            "125-125-1.ring",
+            "126-1.maps",
+            "x.probe",
+            "bad-1.probe",
+            "127.probe",
+        ] {
+            std::fs::write(dir.join(name), b"").unwrap();
+        }
+        std::fs::write(dir.join("130-456.fork"), b"server").unwrap();
+        // A name is at most 16 bytes: no more is read.
+        std::fs::write(dir.join("131-456.fork"), [b'x'; 4096]).unwrap();
+        let found = announced(rings.path());
+        assert_eq!(found.pids.into_iter().collect::<Vec<_>>(), [123, 124]);
+        assert_eq!(
+            found.forked.into_iter().collect::<Vec<_>>(),
+            [(130, "server".to_string()), (131, "x".repeat(16))]
+        );
+        assert!(!found.truncated);
+        assert_eq!(
+            announced(&rings.path().join("missing")),
+            Announced::default()
+        );
     }
 }

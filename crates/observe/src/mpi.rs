@@ -1,8 +1,11 @@
 //! Making an MPI job record itself (`contend record --mpi`): which MPI the program and the
 //! launcher belong to, the PMPI wrapper (`mpi/contend_mpi.c`) built with that MPI's own `mpicc`
-//! and cached, and the launcher's command line rewritten so that every rank, on every host,
-//! preloads it (Open MPI `-x`, MPICH/Hydra `-genv`, Slurm `--export`).
+//! and kept in contend's private cache (`crate::cache`, checked before it is preloaded), and
+//! the launcher's command line rewritten so that every rank, on every host, preloads it (Open
+//! MPI `-x`, MPICH/Hydra `-genv`, Slurm `--export`).
 
+use crate::cache::{Cache, Lookup};
+use crate::private::create_new;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -103,6 +106,8 @@ pub struct Prepared {
     pub command: Vec<String>,
     /// Environment for the launched command itself.
     pub env: Vec<(String, String)>,
+    /// The wrapper every rank preloads (in the cache `prepare` was given).
+    pub library: PathBuf,
     /// Things to tell the user (one line each).
     pub notices: Vec<String>,
 }
@@ -162,13 +167,14 @@ pub fn implementation_of_program(path: &Path) -> Option<Implementation> {
         .find_map(|lib| Implementation::from_text(lib))
 }
 
-/// Decides the implementation (program first, then launcher, then `forced`), builds or reuses
-/// the wrapper, and rewrites the command.
+/// Decides the implementation (program first, then launcher, then `forced`), builds the
+/// wrapper or reuses the one contend built in `cache` ([`crate::cache`]), and rewrites the
+/// command. The library's path is in `cache`: keep it until the job has ended.
 pub fn prepare(
     command: &[String],
     run_dir: &Path,
     forced: Option<Implementation>,
-    cache: &Path,
+    cache: &Cache,
 ) -> Result<Prepared, MpiError> {
     let argv0 = command.first().map(String::as_str).unwrap_or_default();
     let launcher = launcher_of(argv0);
@@ -216,8 +222,10 @@ pub fn prepare(
                     .map_or_else(|| command.join(" "), |p| p.display().to_string()),
                 why: "it is not dynamically linked with libmpi or libmpich".into(),
             })?;
-    let library = build_wrapper(implementation, cache)?;
-    let (command, mut env, mut notices) = rewrite(command, launcher, &library, run_dir);
+    let mut notices = Vec::new();
+    let library = build_wrapper(implementation, cache, &mut notices)?;
+    let (command, mut env, more) = rewrite(command, launcher, &library, run_dir);
+    notices.extend(more);
     if launcher == Launcher::OpenMpi && is_root() {
         let allow = ["OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"];
         if allow.iter().any(|v| std::env::var_os(v).is_none()) {
@@ -232,6 +240,7 @@ pub fn prepare(
         launcher,
         command,
         env,
+        library,
         notices,
     })
 }
@@ -278,8 +287,13 @@ pub fn rewrite(
 }
 
 /// Builds the wrapper with the implementation's `mpicc` into the cache, or reuses the copy
-/// built from the same sources with the same compiler.
-pub fn build_wrapper(implementation: Implementation, cache: &Path) -> Result<PathBuf, MpiError> {
+/// contend built from the same sources with the same compiler, if it is unchanged (the cache's
+/// manifest); one that changed is built again, with a note in `notices`.
+pub fn build_wrapper(
+    implementation: Implementation,
+    cache: &Cache,
+    notices: &mut Vec<String>,
+) -> Result<PathBuf, MpiError> {
     let compilers = implementation.compilers();
     let compiler = compilers
         .iter()
@@ -296,33 +310,45 @@ pub fn build_wrapper(implementation: Implementation, cache: &Path) -> Result<Pat
     if let Ok(meta) = std::fs::metadata(std::fs::canonicalize(&compiler)?) {
         key.add(format!("{:?}", meta.modified().ok()).as_bytes());
     }
-    let dir = cache.join(format!("{}-{:016x}", implementation.slug(), key.0));
-    let library = dir.join("libcontend-mpi.so");
-    if library.is_file() {
-        return Ok(library);
+    let name = wrapper_name(implementation, key.0);
+    match cache.get(&name) {
+        Lookup::Found(library) => return Ok(library),
+        Lookup::Absent => {}
+        Lookup::Changed(why) => notices.push(format!(
+            "the cached MPI wrapper is not used ({why}): built again"
+        )),
     }
-    std::fs::create_dir_all(&dir)?;
-    let src = dir.join("contend_mpi.c");
-    std::fs::write(&src, WRAPPER_C)?;
-    std::fs::write(dir.join("cst_writer.h"), WRITER_H)?;
-    std::fs::write(dir.join("contend_mpi_fortran.c"), WRAPPER_FORTRAN)?;
-    // Built under a temporary name and renamed, so concurrent first uses never see half a file.
-    let partial = dir.join(format!("libcontend-mpi.so.{}", std::process::id()));
+    // Built in a private scratch directory of the cache, then moved into place and recorded
+    // in the manifest.
+    let scratch = cache.scratch()?;
+    let write = |file: &str, text: &str| -> std::io::Result<PathBuf> {
+        let path = scratch.path().join(file);
+        std::io::Write::write_all(&mut create_new(&path, 0o600)?, text.as_bytes())?;
+        Ok(path)
+    };
+    let src = write("contend_mpi.c", WRAPPER_C)?;
+    write("cst_writer.h", WRITER_H)?;
+    write("contend_mpi_fortran.c", WRAPPER_FORTRAN)?;
+    let built = scratch.path().join("libcontend-mpi.so");
     let out = Command::new(&compiler)
         .args(["-O2", "-g", "-fPIC", "-shared", "-o"])
-        .arg(&partial)
+        .arg(&built)
         .arg(&src)
         .arg("-lpthread")
         .output()?;
     if !out.status.success() {
-        let _ = std::fs::remove_file(&partial);
         return Err(MpiError::Build {
             compiler: compiler.display().to_string(),
             output: String::from_utf8_lossy(&out.stderr).into_owned(),
         });
     }
-    std::fs::rename(&partial, &library)?;
-    Ok(library)
+    Ok(cache.adopt(&built, &name)?)
+}
+
+/// The wrapper's name in the cache: the implementation and a hash of the sources, the compiler's
+/// path and its modification time (an upgraded MPI gets a wrapper of its own).
+pub fn wrapper_name(implementation: Implementation, key: u64) -> String {
+    format!("libcontend-mpi-{}-{key:016x}.so", implementation.slug())
 }
 
 /// The compiler belongs to `implementation` (a plain `mpicc` may be either).
@@ -348,17 +374,6 @@ fn compiler_is(compiler: &Path, implementation: Implementation) -> bool {
                     && text.contains("-lmpich"))
         })
         .unwrap_or(false)
-}
-
-/// The wrapper cache: `$CONTEND_CACHE`, else `$XDG_CACHE_HOME/contend`, else
-/// `~/.cache/contend`, each with `mpi/` below.
-pub fn default_cache() -> PathBuf {
-    let base = std::env::var_os("CONTEND_CACHE")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("contend")))
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/contend")))
-        .unwrap_or_else(|| std::env::temp_dir().join("contend-cache"));
-    base.join("mpi")
 }
 
 /// `mpi-refused-PID.txt` files the wrapper left (a rank that loaded another MPI).
@@ -396,7 +411,8 @@ fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-/// FNV-1a, for the cache key (not security: it names a directory).
+/// FNV-1a, for the cache key (not security: it names a file; the cache's manifest holds its
+/// sha256).
 #[derive(Default)]
 struct Fnv(u64);
 

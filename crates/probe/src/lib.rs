@@ -16,6 +16,7 @@
 mod trampoline;
 
 mod alloc;
+mod announce;
 mod budget;
 mod clock;
 mod config;
@@ -33,10 +34,12 @@ extern "C" fn on_load() {
     thread::create_exit_key();
     // SAFETY: registering a plain function as the fork child handler.
     unsafe { libc::pthread_atfork(None, None, Some(child_after_fork)) };
+    announce::announce();
 }
 
 extern "C" fn child_after_fork() {
     thread::after_fork_in_child();
+    announce::announce_fork();
 }
 
 extern "C" fn on_unload() {
@@ -46,6 +49,8 @@ extern "C" fn on_unload() {
         thread::end_thread();
         // SAFETY: getpid has no preconditions.
         maps::snapshot(unsafe { libc::getpid() } as u32);
+        // A forked child that did not exec confirms here that the probe is in it.
+        announce::announce();
     }
 }
 

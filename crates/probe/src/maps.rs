@@ -4,7 +4,7 @@
 
 use crate::config;
 use crate::thread::StackPath;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 static SNAPSHOT_PID: AtomicU32 = AtomicU32::new(0);
 
@@ -18,18 +18,27 @@ pub fn forget_snapshot() {
     SNAPSHOT_PID.store(0, Ordering::Release);
 }
 
-/// Writes the snapshot (replacing an older one of this process).
+/// Numbers this process's temporary snapshot files: each name is new, so it can be created
+/// `O_EXCL` (a forked child has another pid, hence other names).
+static TMP_SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// Writes the snapshot (replacing an older one of this process): into a file of a name never
+/// used before, created `O_CREAT|O_EXCL|O_NOFOLLOW` (nothing that exists, not even a symlink,
+/// is written through), then renamed into place.
 pub fn snapshot(pid: u32) {
     let cfg = config::get();
-    let mut path = StackPath::new();
-    path.push(cfg.dir());
-    path.push(b"/");
-    path.push_num(u64::from(pid));
-    path.push(b"-");
-    path.push_num(cfg.instance);
-    path.push(b".maps.tmp\0");
     let mut done = StackPath::new();
-    done.push(&path.bytes()[..path.bytes().len() - b".tmp\0".len()]);
+    done.push(cfg.dir());
+    done.push(b"/");
+    done.push_num(u64::from(pid));
+    done.push(b"-");
+    done.push_num(cfg.instance);
+    done.push(b".maps");
+    let mut path = StackPath::new();
+    path.push(done.bytes());
+    path.push(b".");
+    path.push_num(TMP_SEQ.fetch_add(1, Ordering::Relaxed));
+    path.push(b".tmp\0");
     done.push(b"\0");
     if path.overflowed() || done.overflowed() {
         return;
@@ -45,7 +54,7 @@ pub fn snapshot(pid: u32) {
         }
         let dst = libc::open(
             path.as_ptr(),
-            libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC,
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
             0o600,
         );
         if dst < 0 {
@@ -53,18 +62,29 @@ pub fn snapshot(pid: u32) {
             return;
         }
         let mut buf = [0u8; 1024]; // small: this may run on a PTHREAD_STACK_MIN stack
+        let mut complete = true;
         loop {
             let n = libc::read(src, buf.as_mut_ptr().cast(), buf.len());
+            if n < 0 && *libc::__errno_location() == libc::EINTR {
+                continue;
+            }
+            if n < 0 {
+                complete = false;
+            }
             if n <= 0 {
                 break;
             }
             if libc::write(dst, buf.as_ptr().cast(), n as usize) != n {
+                complete = false;
                 break;
             }
         }
         libc::close(src);
         libc::close(dst);
-        // Renamed into place so the recorder never reads half a snapshot.
-        libc::rename(path.as_ptr(), done.as_ptr());
+        // Renamed into place so the recorder never reads half a snapshot (rename replaces
+        // whatever has the name, a symlink included, without following it).
+        if !complete || libc::rename(path.as_ptr(), done.as_ptr()) != 0 {
+            libc::unlink(path.as_ptr());
+        }
     }
 }

@@ -211,11 +211,27 @@ pub fn record(
     });
     let probe = match &options.locks {
         Some(l) => Some(match &l.probe {
-            Some(p) => p.clone(),
+            Some(p) => {
+                probe::check_probe(p, "the lock probe given is")?;
+                p.clone()
+            }
             None => find_probe()?,
         }),
         None => None,
     };
+    // Told before the program runs (its output follows), and kept as the reason should the
+    // probe load nowhere.
+    let obstacle = match &options.locks {
+        Some(_) => probe::load_obstacle(&options.command),
+        None => None,
+    };
+    if let Some(o) = &obstacle {
+        warn(
+            notices,
+            About::Setup,
+            format!("{}; its locks will not be recorded", o.why),
+        );
+    }
     let mut sharing = match &options.sharing {
         Some(s) => {
             let (program, backend) = sharing::check_program(&options.command, s, notices)?;
@@ -262,10 +278,11 @@ pub fn record(
         meta.capture(Captured::Sharing);
         meta.sharing = Some(plan.meta.clone());
     }
-    let (mut command, mut env) = match options.mpi {
+    // `_mpi_cache` holds the wrapper the ranks preload: kept to the end of the recording.
+    let (mut command, mut env, _mpi_cache) = match options.mpi {
         Some(forced) => {
             meta.capture(Captured::Mpi);
-            let p = match mpi::prepare(&options.command, forced, &run, notices) {
+            let (p, cache) = match mpi::prepare(&options.command, forced, &run, notices) {
                 Ok(p) => p,
                 Err(e) => {
                     // Nothing was started: leave no empty run directory behind.
@@ -273,9 +290,9 @@ pub fn record(
                     return Err(e);
                 }
             };
-            (p.command, p.env)
+            (p.command, p.env, Some(cache))
         }
-        None => (options.command.clone(), Vec::new()),
+        None => (options.command.clone(), Vec::new(), None),
     };
     env.extend(options.env.iter().cloned());
     run.write_meta(&meta)?;
@@ -408,6 +425,14 @@ pub fn record(
     finish::fill_meta(&mut meta, &outcome, options.interval, notices);
     let elapsed_ns = outcome.monotonic_span[1].saturating_sub(outcome.monotonic_span[0]);
     meta.streams = std::mem::take(&mut outcome.streams);
+    if options.locks.is_some() {
+        probe::account(
+            &mut meta,
+            outcome.probe_announced.as_ref(),
+            obstacle.as_ref(),
+            notices,
+        );
+    }
     let ranks = if options.mpi.is_some() {
         mpi::collect(&run, &mut meta, notices)
     } else {

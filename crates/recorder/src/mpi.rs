@@ -2,6 +2,7 @@
 
 use crate::notice::{info, note, warn, About, Notice};
 use crate::RecordError;
+use observe::cache::Cache;
 use std::collections::BTreeSet;
 use trace::meta::{Meta, StreamEntry, Unavailable};
 use trace::{RunDir, StreamRole};
@@ -9,32 +10,39 @@ use trace::{RunDir, StreamRole};
 /// What `unavailable` calls a rank that refused the wrapper.
 pub const REFUSED: &str = "MPI calls of a rank";
 
-/// Prepares an MPI recording: the command with the wrapper preloaded in every rank, and the
-/// environment for the launcher. Problems the user can fix are bad input.
+/// Prepares an MPI recording: the command with the wrapper preloaded in every rank, the
+/// environment for the launcher, and the cache the wrapper is in (a temporary one is removed
+/// when dropped: keep it until the job has ended). Problems the user can fix are bad input.
 pub fn prepare(
     command: &[String],
     forced: Option<observe::mpi::Implementation>,
     run: &RunDir,
     notices: &mut dyn FnMut(Notice),
-) -> Result<observe::mpi::Prepared, RecordError> {
+) -> Result<(observe::mpi::Prepared, Cache), RecordError> {
     use observe::mpi::MpiError;
     let dir = std::fs::canonicalize(run.path()).unwrap_or_else(|_| run.path().to_path_buf());
-    let cache = observe::mpi::default_cache();
+    let cache = Cache::open(&mut |why| warn(notices, About::Setup, why)).map_err(|e| {
+        RecordError::failed(format!("no private directory for the MPI wrapper: {e}"))
+    })?;
     match observe::mpi::prepare(command, &dir, forced, &cache) {
         Ok(p) => {
             for n in &p.notices {
                 note(notices, About::Setup, n.clone());
             }
+            let kept = if cache.is_temporary() {
+                format!("{}, built for this run only", p.library.display())
+            } else {
+                p.library.display().to_string()
+            };
             info(
                 notices,
                 About::Setup,
                 format!(
-                    "recording MPI calls of every rank ({}; wrapper cached in {})",
+                    "recording MPI calls of every rank ({}; wrapper {kept})",
                     p.implementation.name(),
-                    cache.display()
                 ),
             );
-            Ok(p)
+            Ok((p, cache))
         }
         Err(
             e @ (MpiError::NoCompiler { .. }

@@ -152,7 +152,7 @@ pub fn program_of(command: &[String]) -> (String, Option<PathBuf>, Instrumentati
 
 /// Programs that start the program of interest (shells, wrappers, build tools): when the
 /// program they start is not found among their arguments, it is run unchecked.
-const LAUNCHERS: &[&str] = &[
+pub(crate) const LAUNCHERS: &[&str] = &[
     "sh", "bash", "dash", "zsh", "ksh", "env", "taskset", "numactl", "nice", "chrt", "time",
     "timeout", "stdbuf", "setarch", "xargs", "make", "ctest", "mpirun", "mpiexec", "srun",
 ];

@@ -272,8 +272,45 @@ pub struct RenderOptions {
     pub sites_per_lock: usize,
 }
 
+/// Where the probe measured, from meta.json: a zero it measured is not a zero it never saw.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Coverage {
+    /// The processes the probe was loaded in (absent: a run recorded before contend counted
+    /// them).
+    pub probe_processes: Option<u64>,
+    /// What the probe could not measure (`unavailable` entries about locks: a static program
+    /// a launcher ran, processes it never entered).
+    pub not_measured: Vec<trace::meta::Unavailable>,
+}
+
+impl Coverage {
+    /// `meta.json`'s account of the probe.
+    pub fn of(meta: &trace::Meta) -> Coverage {
+        Coverage {
+            probe_processes: meta.lock_probe_processes,
+            not_measured: meta
+                .unavailable
+                .iter()
+                .filter(|u| u.what.starts_with("locks "))
+                .cloned()
+                .collect(),
+        }
+    }
+}
+
+/// The locks section of a run whose locks were asked for but not measured: the reason, never
+/// a table of zeros.
+pub fn render_not_measured(why: &str) -> String {
+    format!("Locks: not measured ({why})\n")
+}
+
 /// The whole locks section as text.
-pub fn render(r: &LockReport, naming: &Naming, opts: &RenderOptions) -> String {
+pub fn render(
+    r: &LockReport,
+    naming: &Naming,
+    coverage: &Coverage,
+    opts: &RenderOptions,
+) -> String {
     let mut out = String::new();
     let threads = r.threads.iter().filter(|t| t.holds > 0).count();
     let _ = writeln!(
@@ -300,11 +337,31 @@ pub fn render(r: &LockReport, naming: &Naming, opts: &RenderOptions) -> String {
             r.sample_every
         );
     }
+    if let Some(n) = coverage.probe_processes {
+        let _ = writeln!(out, "  probe: loaded in {n} process(es)");
+    }
+    for u in &coverage.not_measured {
+        let _ = writeln!(out, "  not measured: {}: {}", u.what, u.why);
+    }
     out.push('\n');
     out.push_str(&summary_table(r));
     out.push_str("\n\n");
     if r.locks.is_empty() {
-        out.push_str("No lock was acquired.\n");
+        match coverage.probe_processes {
+            Some(n) if coverage.not_measured.is_empty() => {
+                let _ = writeln!(
+                    out,
+                    "No lock was acquired: the probe, loaded in {n} process(es), saw no pthread lock taken (a measured 0)."
+                );
+            }
+            Some(n) => {
+                let _ = writeln!(
+                    out,
+                    "No lock was acquired in the {n} process(es) the probe was loaded in (a measured 0); the rest were not measured (above)."
+                );
+            }
+            None => out.push_str("No lock was acquired.\n"),
+        }
     } else {
         let shown = r.locks.len().min(opts.top);
         let _ = writeln!(
@@ -408,4 +465,93 @@ fn describe_filter(f: &analysis::locks::Filter) -> String {
         parts.push(format!("threads {:?}", f.threads));
     }
     parts.join(", ")
+}
+
+#[cfg(test)]
+mod coverage_tests {
+    use super::*;
+
+    fn no_locks() -> LockReport {
+        analysis::locks::analyze(
+            &analysis::locks::LockInput {
+                span: Some((0, 1_000_000)),
+                ..Default::default()
+            },
+            &analysis::locks::Filter::default(),
+        )
+    }
+
+    fn render_with(coverage: &Coverage) -> String {
+        render(
+            &no_locks(),
+            &Naming::default(),
+            coverage,
+            &RenderOptions {
+                top: 10,
+                sites_per_lock: 5,
+            },
+        )
+    }
+
+    #[test]
+    fn a_measured_zero_says_where_it_was_measured() {
+        let text = render_with(&Coverage {
+            probe_processes: Some(1),
+            not_measured: Vec::new(),
+        });
+        assert!(
+            text.contains("  probe: loaded in 1 process(es)\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("No lock was acquired: the probe, loaded in 1 process(es), saw no pthread lock taken (a measured 0)."),
+            "{text}"
+        );
+        // A run recorded before the probe announced itself: as it always read.
+        let old = render_with(&Coverage::default());
+        assert!(old.contains("\nNo lock was acquired.\n") && !old.contains("probe: loaded"));
+    }
+
+    #[test]
+    fn what_was_not_measured_is_listed_and_the_zero_is_qualified() {
+        let text = render_with(&Coverage {
+            probe_processes: Some(1),
+            not_measured: vec![trace::meta::Unavailable {
+                what: "locks of ./static".into(),
+                why: "./static is statically linked".into(),
+            }],
+        });
+        assert!(
+            text.contains("  not measured: locks of ./static: ./static is statically linked\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("No lock was acquired in the 1 process(es) the probe was loaded in (a measured 0); the rest were not measured (above)."),
+            "{text}"
+        );
+        assert_eq!(
+            render_not_measured("prog is statically linked"),
+            "Locks: not measured (prog is statically linked)\n"
+        );
+    }
+
+    #[test]
+    fn coverage_is_read_from_meta() {
+        let mut meta = trace::Meta::new(vec!["x".into()]);
+        meta.lock_probe_processes = Some(3);
+        meta.unavailable = vec![
+            trace::meta::Unavailable {
+                what: "locks in 2 process(es)".into(),
+                why: "w".into(),
+            },
+            trace::meta::Unavailable {
+                what: "hardware counters".into(),
+                why: "no PMU".into(),
+            },
+        ];
+        let c = Coverage::of(&meta);
+        assert_eq!(c.probe_processes, Some(3));
+        assert_eq!(c.not_measured.len(), 1);
+        assert_eq!(c.not_measured[0].what, "locks in 2 process(es)");
+    }
 }

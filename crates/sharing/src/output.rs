@@ -77,8 +77,18 @@ pub fn write(process: &Process, cfg: &crate::config::Config, hot_after: u32) {
         }
         std::fs::rename(&tmp, &hist)?;
         if let Ok(maps) = std::fs::read("/proc/self/maps") {
+            // Created new and never through a symlink (a stale one of a reused pid is removed
+            // first, itself, not what it points to).
+            use std::os::unix::fs::OpenOptionsExt;
             let tmp = mdir.join(format!("sharing-{pid}.maps.tmp"));
-            std::fs::write(&tmp, maps)?;
+            let _ = std::fs::remove_file(&tmp);
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(&tmp)?
+                .write_all(&maps)?;
             std::fs::rename(&tmp, mdir.join(format!("sharing-{pid}.maps")))?;
         }
         let json = serde_json::to_vec(&sharing).map_err(std::io::Error::other)?;

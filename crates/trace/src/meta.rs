@@ -52,6 +52,11 @@ pub struct Meta {
     /// (absent: all were).
     #[serde(default)]
     pub lock_sample_every: Option<u32>,
+    /// Lock recording: how many processes the probe was loaded in (it announces itself in each,
+    /// whether or not it takes a lock). 0: it was loaded in none, and `locks` is not captured
+    /// but unavailable. Absent: not recorded with `--locks`, or by an older contend.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock_probe_processes: Option<u64>,
     /// Service-time sampling (`contend record`'s sampler), when it ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sampling: Option<Sampling>,
@@ -388,6 +393,7 @@ impl Meta {
             exit_status: None,
             monotonic_span: None,
             lock_sample_every: None,
+            lock_probe_processes: None,
             sampling: None,
             work: None,
             cpus: None,

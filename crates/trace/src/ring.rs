@@ -65,6 +65,11 @@ pub const DEF_SITE: u8 = 0xF0;
 /// In-band definition of an object: `obj` is the id, `aux` the kind, `ts` the address.
 pub const DEF_OBJECT: u8 = 0xF1;
 
+/// The subdirectory of the rings directory where the probe marks the processes it is loaded
+/// in (`<pid>-<instance>.probe`, `.fork`); the recorder creates it before the launch. Apart
+/// from the rings, so that looking for new rings while the program runs never lists them.
+pub const MARKS_DIR: &str = "marks";
+
 /// The size of a ring file for a data area of `capacity` bytes.
 pub fn file_len(capacity: u64) -> u64 {
     RING_HEADER_LEN as u64 + capacity

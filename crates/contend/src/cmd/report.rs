@@ -199,7 +199,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 top: args.locks.top,
                 sites_per_lock: 5,
             };
-            print!("{}", report::locks::render(&l.report, &l.naming, &opts));
+            print!(
+                "{}",
+                report::locks::render(&l.report, &l.naming, &l.coverage, &opts)
+            );
+        } else if let Some(why) = loaded.locks_not_measured() {
+            println!();
+            print!("{}", report::locks::render_not_measured(why));
         }
         if let Some(m) = &loaded.mpi {
             println!();

@@ -95,6 +95,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     } else {
         None
     };
+    // Said once here: each run's own warning is not shown (only the sampler's notices are).
+    if let Some(o) = args
+        .locks
+        .then(|| recorder::probe::load_obstacle(&args.command))
+        .flatten()
+    {
+        let note = format!("{}: lock waits are not measured", o.why);
+        crate::ui::warning(&note);
+        notes.push(note);
+    }
     let root = RunDir::create(&args.output).map_err(|e| anyhow::anyhow!("{e}"))?;
     // The scale directory holds runs, not streams of its own.
     let _ = std::fs::remove_dir(root.path().join(trace::rundir::STREAMS_DIR));

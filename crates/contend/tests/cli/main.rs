@@ -19,6 +19,8 @@ mod cc;
 mod demo;
 mod diff;
 mod fixtures;
+mod hostile_private;
+mod hostile_probe;
 mod hostile_sharing;
 mod hostile_topology;
 mod interfere;

@@ -24,7 +24,7 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use crate::common::mpi::{exits, require, spreads, Mpi, MPICH, OPEN_MPI};
+use crate::common::mpi::{exits, preloaded_wrapper, require, spreads, Mpi, MPICH, OPEN_MPI};
 use crate::common::{output_within, repo, serial, show, text, CONTEND};
 use std::time::Duration;
 
@@ -515,41 +515,21 @@ fn a_wrapper_built_for_the_other_mpi_refuses_and_leaves_the_job_unchanged() {
     }
 }
 
-/// The copy of contend's cached MPICH wrapper that `contend record --mpi` would use (the
-/// cache entry whose sources are this checkout's), put in a cache of its own with the Open
-/// MPI build of the wrapper in its place: a recording whose ranks all refuse it.
+/// A private cache holding the MPICH wrapper's name (as contend built it for these sources) with
+/// an Open MPI build of the wrapper in its place: a recording whose ranks all refuse it. The
+/// cache is the user's own, and the user put the swapped file there through the cache, so its
+/// manifest vouches for it (contend rebuilds a wrapper that differs from what it recorded).
 fn cache_with_the_wrong_wrapper(dir: &Path, program: &Path) -> PathBuf {
-    // Make sure the shared cache holds the current MPICH wrapper.
+    // Make sure the shared cache holds the current MPICH wrapper, and learn its name.
     let out = record(&MPICH, &dir.join("warm-up"), program, &["0", "1"]);
     assert!(out.status.success(), "{}", show(&out));
-    let sources = ["contend_mpi.c", "contend_mpi_fortran.c", "cst_writer.h"]
-        .map(|f| std::fs::read(repo("mpi").join(f)).unwrap());
-    let entry = std::fs::read_dir(cache().join("mpi"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("mpich-"))
-        })
-        .find(|p| {
-            ["contend_mpi.c", "contend_mpi_fortran.c", "cst_writer.h"]
-                .iter()
-                .zip(&sources)
-                .all(|(f, s)| std::fs::read(p.join(f)).ok().as_ref() == Some(s))
-        })
-        .expect("contend record --mpi cached no MPICH wrapper built from these sources");
+    let library = preloaded_wrapper(&text(&out.stderr));
+    let name = library.file_name().unwrap().to_str().unwrap();
+    assert!(name.contains("-mpich-"), "{name}");
     let private = dir.join("wrong-cache");
-    let copy = private.join("mpi").join(entry.file_name().unwrap());
-    std::fs::create_dir_all(&copy).unwrap();
-    for e in std::fs::read_dir(&entry).unwrap().flatten() {
-        std::fs::copy(e.path(), copy.join(e.file_name())).unwrap();
-    }
-    std::fs::copy(
-        build_wrapper(&OPEN_MPI, dir),
-        copy.join("libcontend-mpi.so"),
-    )
-    .unwrap();
+    let cache = observe::cache::Cache::open_at(&private, &mut |n| panic!("{n}")).unwrap();
+    let wrong = std::fs::read(build_wrapper(&OPEN_MPI, dir)).unwrap();
+    cache.put(name, &wrong).unwrap();
     private
 }
 

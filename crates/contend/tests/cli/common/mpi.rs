@@ -93,3 +93,17 @@ pub fn spreads(exits: &[Exits]) -> Vec<u64> {
         })
         .collect()
 }
+
+/// The wrapper `contend record --mpi` said every rank preloads (its notice `recording MPI calls
+/// of every rank (IMPL; wrapper PATH[, built for this run only])` on stderr).
+pub fn preloaded_wrapper(stderr: &str) -> std::path::PathBuf {
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("recording MPI calls of every rank"))
+        .unwrap_or_else(|| panic!("no notice naming the wrapper in {stderr}"));
+    let path = line
+        .split_once("; wrapper ")
+        .and_then(|(_, rest)| rest.split([',', ')']).next())
+        .unwrap_or_else(|| panic!("no wrapper path in {line}"));
+    std::path::PathBuf::from(path)
+}
