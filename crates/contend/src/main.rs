@@ -48,6 +48,10 @@ enum Command {
     ///
     /// Example: `contend record -- ./server --threads 8`, `contend record --locks --cpus 0-3
     /// -- ./app`, `contend record -p 4242 --duration 10`, then `contend report`.
+    ///
+    /// If contend is killed (even with SIGKILL), the program it started gets SIGKILL too
+    /// (not the processes that program started), and nothing of the recording is left in
+    /// /dev/shm.
     Record(cmd::record::Args),
     /// Explain a run directory: activity (service time, active threads), locks, streams.
     ///
@@ -92,6 +96,15 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // contend re-executes itself as the reaper of a recording's rings directory (hidden).
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if argv
+        .get(1)
+        .is_some_and(|a| a == observe::reaper::SUBCOMMAND)
+    {
+        return ExitCode::from(observe::reaper::main(&argv[2..]) as u8);
+    }
+    observe::reaper::enable();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Topo(a) => cmd::topo::run(a),

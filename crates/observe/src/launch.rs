@@ -218,7 +218,27 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
             });
         }
     }
+    // The program must not outlive contend by surprise: if contend dies (SIGKILL included),
+    // the kernel sends it SIGKILL (what it recorded could not be saved anyway). Only the
+    // program contend starts, not the processes it starts in turn; a set-user-ID program
+    // clears this at exec.
+    let recorder = std::process::id();
+    // SAFETY: prctl and getppid are async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // contend died before the request took effect.
+            if libc::getppid() as u32 != recorder {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
     let mut drainer = None;
+    // Removes the rings directory if contend dies before it does (`crate::reaper`).
+    let mut reaper = None;
     let mut busy_threshold = u64::MAX;
     // Removed when dropped, whichever way this function returns.
     let mut rings_guard = None;
@@ -242,6 +262,7 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
                 if locks.alloc_sites { "1" } else { "0" },
             )
             .env("CONTEND_CLOCK", if use_tsc { "tsc" } else { "monotonic" });
+        reaper = crate::reaper::watch(rings.path());
         drainer = Some(rings.path().to_path_buf());
         rings_guard = Some(rings);
         // A drain that moved more than half a ring means the program records fast: drain
@@ -377,6 +398,7 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
             probe_announced = Some(crate::lockrings::announced(&rings));
             notes.extend(keep_maps(&rings, plan.run));
             drop(rings_guard);
+            drop(reaper);
             (streams, notes)
         }
         None => (Vec::new(), Vec::new()),

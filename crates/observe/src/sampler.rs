@@ -10,6 +10,7 @@
 
 use crate::clock::{monotonic_ns, thread_cpu_ns};
 use crate::process::ProcReader;
+use crate::reopen::ReopeningFile;
 use crate::schedtrace::{PrevState, SchedEvent, SchedTraceOptions, SchedTracer};
 use crate::task::SchedStat;
 use std::borrow::Cow;
@@ -135,8 +136,9 @@ impl Sampler {
     }
 }
 
-/// The sampler keeps a descriptor per thread: the soft limit on open files goes up to the
-/// hard limit (contend's own; a program already started keeps its limits).
+/// Cheap insurance (the recorder's descriptors are bounded without it: a few per sampler, none
+/// per thread): the soft limit on open files goes up to the hard limit (contend's own; a
+/// program already started keeps its limits).
 fn raise_fd_limit() {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
@@ -165,7 +167,7 @@ struct Last {
 
 struct ThreadStream {
     pid: u32,
-    writer: StreamWriter<File>,
+    writer: StreamWriter<ReopeningFile>,
     file: String,
     name: String,
     last: Last,
@@ -177,13 +179,17 @@ fn delta(a: Option<SchedStat>, b: Option<SchedStat>, f: fn(&SchedStat) -> u64) -
         .saturating_sub(b.map_or(0, |b| f(&b)))
 }
 
-/// A thread's `/proc` files, open for re-reading.
-/// One descriptor per thread (`schedstat`, read every round); `stat` and `status`, read every
-/// fifth round, are opened when needed, so a program of thousands of threads does not use
-/// thousands of descriptors per file.
+/// At most this many threads keep their `schedstat` open between rounds; the others' is
+/// opened, read and closed each round. The recorder's descriptors stay bounded whatever the
+/// number of threads (a round over thousands of threads may then come late: counted).
+const MAX_OPEN_SCHEDSTAT: usize = 16;
+
+/// A thread's `/proc` files: `schedstat`, read every round, kept open for the first
+/// [`MAX_OPEN_SCHEDSTAT`] threads; `stat` and `status`, read every fifth round, opened when
+/// needed.
 struct TaskFiles {
     dir: String,
-    schedstat: File,
+    schedstat: Option<File>,
 }
 
 /// One read of a thread's files.
@@ -210,10 +216,13 @@ impl Now {
 }
 
 impl TaskFiles {
-    fn open(pid: u32, tid: u32) -> std::io::Result<TaskFiles> {
+    /// The thread's files; `keep_open`: its `schedstat` descriptor is kept between rounds.
+    fn open(pid: u32, tid: u32, keep_open: bool) -> std::io::Result<TaskFiles> {
         let dir = format!("/proc/{pid}/task/{tid}");
+        // Opened even when not kept: a thread already gone is found out here.
+        let schedstat = File::open(format!("{dir}/schedstat"))?;
         Ok(TaskFiles {
-            schedstat: File::open(format!("{dir}/schedstat"))?,
+            schedstat: keep_open.then_some(schedstat),
             dir,
         })
     }
@@ -255,7 +264,10 @@ impl TaskFiles {
     /// Reads `schedstat`, and `stat` and `status` when asked (else the state, CPU, name and
     /// switch counts are carried over from `last`).
     fn read(&self, buf: &mut Vec<u8>, with_status: bool, last: &Last) -> Option<Now> {
-        let text = Self::pread(&self.schedstat, buf)?;
+        let text = match &self.schedstat {
+            Some(f) => Self::pread(f, buf)?,
+            None => self.read_once("schedstat", buf)?,
+        };
         let sched = crate::task::parse_schedstat(&text).ok().flatten();
         if !with_status {
             return Some(Now {
@@ -297,7 +309,7 @@ struct State {
     processes: BTreeSet<u32>,
     live: BTreeMap<u32, ThreadStream>,
     done: Vec<StreamEntry>,
-    system: Option<(StreamWriter<File>, String)>,
+    system: Option<(StreamWriter<ReopeningFile>, String)>,
     notes: Vec<String>,
     rounds: u64,
     late: u64,
@@ -312,6 +324,8 @@ struct State {
     steal_last: u64,
     /// Threads that could not be recorded for want of file descriptors.
     unrecorded: BTreeSet<u32>,
+    /// Live threads whose `schedstat` is kept open (at most MAX_OPEN_SCHEDSTAT).
+    open_schedstat: usize,
     /// When the last round was taken.
     last_round: u64,
     /// Threads of the target the tracer has seen (forked from a known thread) before the
@@ -346,6 +360,7 @@ impl State {
             steal: None,
             steal_last: 0,
             unrecorded: BTreeSet::new(),
+            open_schedstat: 0,
             last_round: 0,
             pending: BTreeMap::new(),
             events: Vec::new(),
@@ -365,49 +380,38 @@ impl State {
         }
     }
 
-    fn open(&mut self, name: &str, header: &Header) -> Option<(StreamWriter<File>, String)> {
+    fn open(
+        &mut self,
+        name: &str,
+        header: &Header,
+    ) -> Option<(StreamWriter<ReopeningFile>, String)> {
         // A tid the kernel hands out again (a program that creates threads by the tens of
-        // thousands) gets a new file, `sched-TID.2.cst`, never the earlier thread's.
-        let mut stem = name.to_string();
-        for n in 2u32.. {
-            let path = self
-                .streams_dir
-                .join(format!("{stem}.{}", trace::rundir::STREAM_EXT));
-            let created = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&path);
-            match created {
-                Ok(f) => {
-                    let rel = format!(
-                        "{}/{stem}.{}",
-                        trace::rundir::STREAMS_DIR,
-                        trace::rundir::STREAM_EXT
-                    );
-                    return match StreamWriter::new(f, header, 1024) {
-                        Ok(w) => Some((w, rel)),
-                        Err(e) => {
-                            self.notes
-                                .push(format!("{}: {e}; not recorded", path.display()));
-                            None
-                        }
-                    };
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    stem = format!("{name}.{n}");
-                }
-                Err(e) => {
-                    if e.raw_os_error() == Some(libc::EMFILE) {
-                        self.unrecorded.insert(header.tid);
-                    } else {
-                        self.notes
-                            .push(format!("{}: {e}; not recorded", path.display()));
+        // thousands) gets a new file, `sched-TID.2.cst`, never the earlier thread's. The file
+        // is opened only to write a chunk: no descriptor per thread.
+        let ext = trace::rundir::STREAM_EXT;
+        match ReopeningFile::create_unique(&self.streams_dir, name, ext) {
+            Ok((f, file_name)) => {
+                let rel = format!("{}/{file_name}", trace::rundir::STREAMS_DIR);
+                match StreamWriter::new(f, header, 1024) {
+                    Ok(w) => Some((w, rel)),
+                    Err(e) => {
+                        self.notes.push(format!("{rel}: {e}; not recorded"));
+                        None
                     }
-                    return None;
                 }
             }
+            Err(e) => {
+                if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) {
+                    self.unrecorded.insert(header.tid);
+                } else {
+                    self.notes.push(format!(
+                        "{}/{name}.{ext}: {e}; not recorded",
+                        self.streams_dir.display()
+                    ));
+                }
+                None
+            }
         }
-        None
     }
 
     fn run(&mut self, stop: &AtomicBool) {
@@ -561,7 +565,8 @@ impl State {
     /// A thread seen for the first time: its stream, its files, and its first sample (or, for
     /// a thread already running when an attached recording starts, a baseline).
     fn start_thread(&mut self, pid: u32, tid: u32, ts: u64) -> bool {
-        let files = match TaskFiles::open(pid, tid) {
+        let keep_open = self.open_schedstat < MAX_OPEN_SCHEDSTAT;
+        let files = match TaskFiles::open(pid, tid, keep_open) {
             Ok(f) => f,
             Err(e)
                 if e.raw_os_error() == Some(libc::EMFILE)
@@ -610,6 +615,9 @@ impl State {
                 writer.push(&c.encode());
                 self.sched.state_changes += 1;
             }
+        }
+        if files.schedstat.is_some() {
+            self.open_schedstat += 1;
         }
         self.live.insert(
             tid,
@@ -724,6 +732,9 @@ impl State {
     }
 
     fn close(&mut self, tid: u32, mut t: ThreadStream, ts: u64) {
+        if t.files.schedstat.take().is_some() {
+            self.open_schedstat -= 1;
+        }
         t.writer.push(&Record {
             ts,
             kind: EventKind::ThreadEnd,

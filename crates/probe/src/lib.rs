@@ -17,6 +17,7 @@ mod trampoline;
 
 mod alloc;
 mod announce;
+mod budget;
 mod clock;
 mod config;
 pub mod hooks;

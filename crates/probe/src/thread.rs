@@ -4,6 +4,10 @@
 //!
 //! A thread's ring is created on its first event: a file `<pid>-<tid>-<instance>.ring` in the
 //! rings directory, mapped shared and pre-faulted, so that recording is a store into memory.
+//! Its size is granted by the run's ring budget (`crate::budget`): what was asked for while
+//! the budget allows, smaller as it fills, and no ring (the thread counted as not recorded)
+//! when it is full. At thread exit the ring is closed and unmapped, so that once the recorder
+//! has drained it and given its bytes back, nothing of it is left.
 
 use crate::table::{AddrTable, Lookup};
 use crate::{clock, config};
@@ -129,6 +133,29 @@ impl ThreadState {
     }
 
     fn open_ring_inner(&mut self) -> bool {
+        let budget = crate::budget::get();
+        let capacity = match budget {
+            Some(b) => match b.reserve(config::get().ring_bytes) {
+                Some(c) => c,
+                None => {
+                    b.count_refused();
+                    return false;
+                }
+            },
+            None => config::get().ring_bytes,
+        };
+        let made = self.make_ring(capacity);
+        if !made {
+            if let Some(b) = budget {
+                b.release(ring::file_len(capacity));
+                b.count_failed();
+            }
+        }
+        made
+    }
+
+    /// Creates, maps and publishes a ring of `capacity` bytes for this thread.
+    fn make_ring(&mut self, capacity: u64) -> bool {
         let cfg = config::get();
         // SAFETY: getpid/gettid have no preconditions.
         let (pid, tid) = unsafe { (libc::getpid() as u32, libc::gettid() as u32) };
@@ -149,7 +176,7 @@ impl ThreadState {
         if path.overflowed() || done.overflowed() {
             return false;
         }
-        let len = ring::file_len(cfg.ring_bytes) as usize;
+        let len = ring::file_len(capacity) as usize;
         // SAFETY: a NUL-terminated path; the fd is closed below on every path.
         let fd = unsafe {
             libc::open(
@@ -186,7 +213,7 @@ impl ThreadState {
         unsafe { libc::prctl(libc::PR_GET_NAME, name.as_mut_ptr()) };
         let name_len = name.iter().position(|&b| b == 0).unwrap_or(16);
         let info = RingInfo {
-            capacity: cfg.ring_bytes,
+            capacity,
             pid,
             tid,
             clock: if clock::uses_counter() { 2 } else { 1 },
@@ -204,7 +231,7 @@ impl ThreadState {
         }
         // SAFETY: just initialised with this capacity; it stays mapped until this thread's
         // state drops it (after fork in the child) — never while the Producer is in use.
-        self.producer = unsafe { Producer::new(base.cast(), cfg.ring_bytes) };
+        self.producer = unsafe { Producer::new(base.cast(), capacity) };
         self.ring_len = len;
         self.pid = pid;
         crate::maps::snapshot_once(pid);
@@ -354,6 +381,11 @@ pub fn end_thread() {
         // SAFETY: the ring is still mapped; the name field is the producer's to write.
         unsafe { ring::set_name(st.producer.base(), &name[..n]) };
         st.producer.close();
+        // Unmapped now, so the ring's memory goes once the recorder has drained it (status
+        // is Off: nothing records into it any more).
+        // SAFETY: the mapping was made in make_ring with this length.
+        unsafe { libc::munmap(st.producer.base().cast(), st.ring_len) };
+        st.producer = Producer::detached();
     }
 }
 
@@ -363,7 +395,7 @@ pub fn after_fork_in_child() {
     // SAFETY: the child has a single thread, and the handler runs outside any wrapper.
     let st = unsafe { &mut *state() };
     if st.producer.is_attached() {
-        // SAFETY: the mapping was made in open_ring with this length.
+        // SAFETY: the mapping was made in make_ring with this length.
         unsafe { libc::munmap(st.producer.base().cast(), st.ring_len) };
         st.producer = Producer::detached();
     }

@@ -48,7 +48,10 @@ pub struct Args {
     #[arg(long, requires = "locks")]
     alloc_sites: bool,
     /// Each thread's event ring, in KiB: events beyond what fits between two drains are
-    /// counted as dropped.
+    /// counted as dropped. The rings of all threads alive at once share 192 MiB: past that,
+    /// threads get smaller rings (down to 64 KiB), and a thread that finds no room is not
+    /// recorded (counted and shown). `CONTEND_RING_BUDGET_MIB=N` in contend's environment
+    /// sets another budget.
     #[arg(long, value_name = "KIB", default_value_t = 4096)]
     ring_kb: u64,
     /// How often the rings are drained, in ms.

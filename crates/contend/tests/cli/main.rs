@@ -26,6 +26,7 @@ mod hostile_sharing;
 mod hostile_topology;
 mod interfere;
 mod locks;
+mod many_threads;
 mod mpi;
 mod mpi_failures;
 mod report;
