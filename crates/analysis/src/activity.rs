@@ -184,6 +184,10 @@ pub struct Configuration {
     /// A(m, n), measured: `contend scale` gives (service + run-queue wait)/T from schedstat
     /// (docs/methodology.md §5.1 says why rather than listing 3.3, which also works here).
     pub active_threads: f64,
+    /// W: threads runnable but waiting for a CPU on average (Σ run-queue wait / T), part of
+    /// `active_threads`: A_run = A − W were on a CPU. 0 in files written before the split.
+    #[serde(default)]
+    pub waiting_threads: f64,
     /// C(n) in `unit`.
     pub work: f64,
     pub unit: WorkUnit,
@@ -230,18 +234,26 @@ pub struct ScalingModel {
     pub baseline_work: f64,
     /// C(n).
     pub work: f64,
-    /// A(m, n), the target's measured average active threads (listing 3.3).
+    /// A(m, n), the target's measured average active threads (listing 3.3): on a CPU or
+    /// waiting for one.
     pub active_threads: f64,
+    /// A_run = A − W: threads on a CPU on average.
+    #[serde(default)]
+    pub running_threads: f64,
+    /// W: threads waiting for a CPU on average (more threads than CPUs, or other processes).
+    #[serde(default)]
+    pub waiting_threads: f64,
     /// ω = C(n)/C(1) − 1 (eq. 3.5); negative values are kept as measured.
     pub omega: f64,
-    /// P = A/(1+ω): active threads doing useful work (eq. 3.2).
+    /// P = A_run/(1+ω): threads doing useful work (eq. 3.2, with the thesis's A narrowed to
+    /// the threads on a CPU: a thread waiting for one does no work, useful or not).
     pub useful_active_threads: f64,
-    /// R = A − P: speed-up loss to memory (hardware) contention (eq. 3.3).
+    /// R = A_run − P: speed-up loss to memory (hardware) contention (eq. 3.3).
     pub memory_loss_threads: f64,
     /// D = m − A: speed-up loss to dependencies (eq. 3.8). When n < m this includes the m − n
     /// threads that cannot run for want of cores.
     pub dependency_loss_threads: f64,
-    /// S = A/(1+ω) (eq. 3.4).
+    /// S = P = A_run/(1+ω) (eq. 3.4).
     pub predicted_speedup: f64,
     /// T(1)/T(n), measured.
     pub measured_speedup: f64,
@@ -450,6 +462,7 @@ pub fn scaling_model(
     check_positive("baseline.service_ns", baseline.service_ns)?;
     check_non_negative("target.service_ns", target.service_ns)?;
     check_non_negative("target.active_threads", target.active_threads)?;
+    check_non_negative("target.waiting_threads", target.waiting_threads)?;
     for (field, v) in [
         ("baseline.llc_misses", baseline.llc_misses),
         ("target.llc_misses", target.llc_misses),
@@ -464,14 +477,16 @@ pub fn scaling_model(
     let m = f64::from(target.threads);
     let n = f64::from(target.cores);
     let a = target.active_threads;
+    let w = target.waiting_threads.clamp(0.0, a);
+    let a_run = a - w;
     let t_n = target.elapsed_ns;
 
-    // Eq. 3.5, 3.2, 3.3, 3.4, 3.8.
+    // Eq. 3.5, 3.2, 3.3, 3.4, 3.8, with the loss split three ways: m − P = R + W + D.
     let omega = target.work / baseline.work - 1.0;
-    let p = a / (1.0 + omega);
-    let r = a - p;
+    let p = a_run / (1.0 + omega);
+    let r = a_run - p;
     let d = m - a;
-    let s = a / (1.0 + omega);
+    let s = p;
 
     // Table 4.8.
     let ideal_running_ns = baseline.service_ns / m.min(n);
@@ -514,6 +529,8 @@ pub fn scaling_model(
         baseline_work: baseline.work,
         work: target.work,
         active_threads: a,
+        running_threads: a_run,
+        waiting_threads: w,
         omega,
         useful_active_threads: p,
         memory_loss_threads: r,
@@ -628,7 +645,38 @@ pub struct MemoryQueue {
     pub missing_llc_misses_at: Vec<u32>,
 }
 
+/// The core counts a fit's extrapolation is checked at.
+const EXTRAPOLATED_CORES: [u32; 4] = [2, 4, 8, 16];
+
 impl MemoryQueue {
+    /// Why this fit must not be reported, if it must not: negative parameters (a memory
+    /// controller serving a negative rate, or cores taking requests away), or a negative ω at
+    /// some extrapolated core count (work shrinking as cores are added). Noise in C(n), not
+    /// the memory system, gives such fits.
+    pub fn failure(&self) -> Option<String> {
+        let named = |v: Option<f64>, name: &str| v.filter(|x| *x < 0.0).map(|x| format!("{name} = {x:.3e} < 0"));
+        let negative: Vec<String> = [
+            named(self.mu, "μ"),
+            named(self.l, "L"),
+            named(Some(self.mu_over_r), "μ/r"),
+            named(Some(self.l_over_r), "L/r"),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if !negative.is_empty() {
+            return Some(format!(
+                "the fit failed: {} (work fell as cores were added: noise or time-slicing, not a memory queue)",
+                negative.join(", ")
+            ));
+        }
+        EXTRAPOLATED_CORES.iter().find_map(|&n| {
+            self.predicted_omega(n).filter(|w| *w < 0.0).map(|w| {
+                format!("the fit failed: it extrapolates ω({n}) = {w:+.3} < 0 (work shrinking with cores)")
+            })
+        })
+    }
+
     /// λ = n·L, the arrival rate at the controller with n cores; None without r(n).
     pub fn lambda(&self, cores: u32) -> Option<f64> {
         self.l.map(|l| f64::from(cores) * l)
@@ -744,6 +792,25 @@ pub struct NumaDelta {
 }
 
 impl NumaDelta {
+    /// Why this fit must not be reported: its UMA part failed, δ·r < 0 (remote requests
+    /// cheaper than local ones), or an extrapolated ω < 0.
+    pub fn failure(&self) -> Option<String> {
+        if let Some(f) = self.uma.failure() {
+            return Some(f);
+        }
+        if self.delta_times_r < 0.0 {
+            return Some(format!(
+                "the fit failed: δ·r = {:.3e} < 0 (remote memory requests cannot cost less than local ones: noise)",
+                self.delta_times_r
+            ));
+        }
+        EXTRAPOLATED_CORES.iter().find_map(|&n| {
+            self.predicted_omega(n).filter(|w| *w < 0.0).map(|w| {
+                format!("the fit failed: it extrapolates ω({n}) = {w:+.3} < 0 (work shrinking with cores)")
+            })
+        })
+    }
+
     /// Modelled C(n): eq. 3.6 (the UMA fit) for n ≤ c, eq. 3.7 for n > c. None when n = 0 or
     /// the UMA queue is not stable at n.
     pub fn predicted_work(&self, cores: u32) -> Option<f64> {

@@ -9,5 +9,6 @@ pub mod locks;
 pub mod mpi;
 pub mod service;
 pub mod sharing;
+pub mod split;
 pub mod stats;
 pub mod waitstates;

@@ -141,6 +141,7 @@ fn baseline() -> Configuration {
         elapsed_ns: 18.0 * S,
         service_ns: 17.0 * S,
         active_threads: 1.0,
+        waiting_threads: 0.0,
         work: 100e9,
         unit: WorkUnit::Cycles,
         llc_misses: Some(0.8e9),
@@ -158,6 +159,7 @@ fn target() -> Configuration {
         elapsed_ns: 10.0 * S,
         service_ns: 18.7 * S,
         active_threads: 1.8,
+        waiting_threads: 0.0,
         work: 125e9,
         unit: WorkUnit::Cycles,
         llc_misses: Some(1e9),
@@ -591,6 +593,7 @@ fn on_two_cores(active_threads: f64) -> (Configuration, Configuration) {
         elapsed_ns: 2.0 * S,
         service_ns: 2.0 * S,
         active_threads: 1.0,
+        waiting_threads: 0.0,
         work: 2.0 * S,
         unit: WorkUnit::OnCpuNs,
         llc_misses: None,
@@ -649,4 +652,58 @@ fn serialised_threads_on_two_cores_are_one_active() {
     close(l.unexplained_thread_ns, 0.0);
     // Modelled from the same samples for two cores: still 1 (the samples never overlap).
     assert_eq!(modelled_active_threads(&iv, 2), Some(1.0));
+}
+
+#[test]
+fn the_loss_splits_three_ways_when_threads_wait_for_a_cpu() {
+    // A = 1.8 of which W = 0.3 waited for a CPU: A_run = 1.5, ω = 0.25, P = 1.2, R = 0.3,
+    // D = 0.2, loss m − P = 0.8 = R + W + D.
+    let t = Configuration {
+        waiting_threads: 0.3,
+        ..target()
+    };
+    let m = scaling_model(&baseline(), &t).unwrap();
+    close(m.running_threads, 1.5);
+    close(m.waiting_threads, 0.3);
+    close(m.useful_active_threads, 1.2);
+    close(m.memory_loss_threads, 0.3);
+    close(m.dependency_loss_threads, 0.2);
+    close(m.predicted_speedup, 1.2);
+    close(
+        m.memory_loss_threads + m.waiting_threads + m.dependency_loss_threads,
+        2.0 - m.useful_active_threads,
+    );
+}
+
+#[test]
+fn fits_with_negative_parameters_or_omega_are_refused() {
+    // C(1) = 1.0, C(2) = 0.8: work falling with cores (time-slicing inflated C(1)).
+    let falling = [
+        WorkPoint {
+            cores: 1,
+            work: 1.0,
+            unit: WorkUnit::OnCpuNs,
+            llc_misses: None,
+        },
+        WorkPoint {
+            cores: 2,
+            work: 0.8,
+            unit: WorkUnit::OnCpuNs,
+            llc_misses: None,
+        },
+    ];
+    let q = memory_queue(&falling).unwrap();
+    let why = q.failure().unwrap();
+    assert!(why.starts_with("the fit failed: L/r = "), "{why}");
+    // A queue that fits: no failure.
+    let rising = [point(1, Some(1e6)), point(2, Some(1e6)), point(4, Some(1e6))];
+    assert_eq!(memory_queue(&rising).unwrap().failure(), None);
+    assert_eq!(numa_delta(&numa_points(None), C).unwrap().failure(), None);
+    // δ·r < 0 on NUMA points (the second socket's C(6), C(8) below C(4)): refused.
+    let mut points = numa_points(None);
+    points[2].work = points[1].work * 0.9;
+    points[3].work = points[1].work * 0.8;
+    let d = numa_delta(&points, C).unwrap();
+    let why = d.failure().unwrap();
+    assert!(why.starts_with("the fit failed: δ·r = "), "{why}");
 }
