@@ -56,8 +56,12 @@ pub struct Outcome {
     pub notes: Vec<String>,
     pub end_time: u64,
     /// User plus system CPU time of the program and the children it waited for, ns
-    /// (`wait4`'s rusage: exact, whatever the sampling interval).
+    /// (`wait4`'s rusage: exact, whatever the sampling interval): `user_ns + system_ns`.
     pub cpu_ns: Option<u64>,
+    /// Of `cpu_ns`, the time in user mode (memory stalls included) and in the kernel (page
+    /// faults, system calls).
+    pub user_ns: Option<u64>,
+    pub system_ns: Option<u64>,
     /// What the sampler did, when sampling.
     pub sampler: Option<SamplerStats>,
     /// Counter totals over the program and its descendants.
@@ -320,7 +324,7 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
     let idle_max = Duration::from_millis(10).max(plan.poll);
     let mut sleep = plan.poll;
     let mut last_discovery: Option<Instant> = None;
-    let (status, cpu_ns, ended_wall, ended_mono) = loop {
+    let (status, cpu, ended_wall, ended_mono) = loop {
         let sig = INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed);
         if sig != 0 && forwarded == 0 {
             // SAFETY: signalling our own child.
@@ -345,10 +349,10 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
             wait_child(child_pid, true)
         };
         match waited {
-            Ok(Some((status, cpu_ns))) => {
+            Ok(Some((status, cpu))) => {
                 break (
                     status,
-                    cpu_ns,
+                    cpu,
                     trace::meta::Timestamp::now(),
                     monotonic_ns(),
                 )
@@ -421,7 +425,9 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
         streams,
         notes,
         end_time,
-        cpu_ns: Some(cpu_ns),
+        cpu_ns: Some(cpu.user_ns + cpu.system_ns),
+        user_ns: Some(cpu.user_ns),
+        system_ns: Some(cpu.system_ns),
         sampler,
         counters,
         counters_unavailable,
@@ -429,10 +435,17 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
     })
 }
 
-/// `wait4`: the exit status and the CPU time (user + system, ns) of the child and the children
-/// it reaped, once it has exited; `None` while it runs (`nohang`) or when a signal interrupted
-/// the wait.
-fn wait_child(pid: u32, nohang: bool) -> std::io::Result<Option<(ExitStatus, u64)>> {
+/// CPU time of a reaped child (and the children it reaped), ns, from `wait4`'s rusage.
+#[derive(Debug, Clone, Copy)]
+struct ChildCpu {
+    user_ns: u64,
+    system_ns: u64,
+}
+
+/// `wait4`: the exit status and the CPU time (user and system, ns) of the child and the
+/// children it reaped, once it has exited; `None` while it runs (`nohang`) or when a signal
+/// interrupted the wait.
+fn wait_child(pid: u32, nohang: bool) -> std::io::Result<Option<(ExitStatus, ChildCpu)>> {
     let mut status = 0;
     // SAFETY: a zeroed rusage is a valid out-parameter.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
@@ -450,7 +463,10 @@ fn wait_child(pid: u32, nohang: bool) -> std::io::Result<Option<(ExitStatus, u64
         return Err(e);
     }
     let tv_ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
-    let cpu = tv_ns(usage.ru_utime) + tv_ns(usage.ru_stime);
+    let cpu = ChildCpu {
+        user_ns: tv_ns(usage.ru_utime),
+        system_ns: tv_ns(usage.ru_stime),
+    };
     Ok(Some((ExitStatus::from_raw(status), cpu)))
 }
 

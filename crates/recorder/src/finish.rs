@@ -104,6 +104,8 @@ pub fn fill_meta(
     });
     meta.work = Some(trace::meta::Work {
         cpu_ns: outcome.cpu_ns,
+        user_ns: outcome.user_ns,
+        system_ns: outcome.system_ns,
         counters: counter_totals(&outcome.counters),
     });
     for u in &outcome.counters_unavailable {

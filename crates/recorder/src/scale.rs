@@ -99,7 +99,7 @@ pub fn plan_runs(
             "--threads {m}: at most {most} on this machine ({MAX_THREADS_PER_CPU} per online CPU, {online} online): more would measure the scheduler's time slicing, not the program's scaling"
         ));
     }
-    let mut counts = Vec::new();
+    let mut counts: Vec<(u32, Vec<u32>)> = Vec::new();
     let mut notes = Vec::new();
     for &m in threads {
         counts.push((m, core_counts(cores, m, cores_per_socket, numa, available)?));
@@ -108,6 +108,15 @@ pub fn plan_runs(
                 "{m} threads but {available} core(s): the m-core configuration runs on {available} cores (more threads than cores)"
             ));
         }
+    }
+    // The one-thread baseline (1 thread on 1 core) is in every plan: one short run a round,
+    // checking the m-threads-on-one-core baseline. Asked for already, it runs once.
+    match counts.iter_mut().find(|(m, _)| *m == 1) {
+        Some((_, c)) if !c.contains(&1) => {
+            c.insert(0, 1);
+        }
+        Some(_) => {}
+        None => counts.push((1, vec![1])),
     }
     Ok(Planned {
         order,
@@ -118,9 +127,90 @@ pub fn plan_runs(
     })
 }
 
+/// One CPU's times from a `/proc/stat` `cpuN` line, in clock ticks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CpuTicks {
+    /// user + nice + system + irq + softirq (guest time is inside user).
+    pub busy: u64,
+    /// Time the hypervisor gave this virtual CPU's physical CPU to another guest.
+    pub steal: u64,
+}
+
+/// The per-CPU lines of `/proc/stat` (`cpu0 …`, not the `cpu ` total), by CPU number.
+pub fn per_cpu_ticks(text: &str) -> std::collections::BTreeMap<u32, CpuTicks> {
+    let mut out = std::collections::BTreeMap::new();
+    for line in text.lines() {
+        // `cpu0 …`, not the machine's total `cpu  …`.
+        let Some(rest) = line
+            .strip_prefix("cpu")
+            .filter(|r| r.starts_with(|c: char| c.is_ascii_digit()))
+        else {
+            continue;
+        };
+        let mut fields = rest.split_ascii_whitespace();
+        let Some(cpu) = fields.next().and_then(|c| c.parse::<u32>().ok()) else {
+            continue;
+        };
+        let v: Vec<u64> = fields.map(|f| f.parse().unwrap_or(0)).collect();
+        let at = |i: usize| v.get(i).copied().unwrap_or(0);
+        // user nice system idle iowait irq softirq steal …
+        out.insert(
+            cpu,
+            CpuTicks {
+                busy: at(0) + at(1) + at(2) + at(5) + at(6),
+                steal: at(7),
+            },
+        );
+    }
+    out
+}
+
+/// What else used `cpus` during a run, from `/proc/stat` before and after: (steal ns, CPU ns
+/// taken by other processes). Others = the CPUs' busy time − the program's CPU time (it is
+/// pinned to `cpus`) − the recorder's own (`own_ns`, wherever it ran), never below 0: an
+/// upper bound on what other processes took (ticks are coarse: ±1 tick per CPU).
+pub fn disturbance(
+    before: &std::collections::BTreeMap<u32, CpuTicks>,
+    after: &std::collections::BTreeMap<u32, CpuTicks>,
+    cpus: &[u32],
+    tick_ns: f64,
+    program_ns: f64,
+    own_ns: f64,
+) -> (f64, f64) {
+    let (mut busy, mut steal) = (0u64, 0u64);
+    for cpu in cpus {
+        if let (Some(b), Some(a)) = (before.get(cpu), after.get(cpu)) {
+            busy += a.busy.saturating_sub(b.busy);
+            steal += a.steal.saturating_sub(b.steal);
+        }
+    }
+    let others = (busy as f64 * tick_ns - program_ns - own_ns).max(0.0);
+    (steal as f64 * tick_ns, others)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn other_work_and_steal_are_read_from_per_cpu_ticks() {
+        let before = per_cpu_ticks(
+            "cpu  9 9 9 9 9 9 9 9 0 0\ncpu0 100 0 10 500 0 0 0 5 0 0\ncpu1 200 0 20 400 0 0 0 0 0 0\nintr 1 2\n",
+        );
+        let after = per_cpu_ticks(
+            "cpu  9 9 9 9 9 9 9 9 0 0\ncpu0 150 0 20 500 0 1 1 9 0 0\ncpu1 290 5 25 400 0 0 0 0 0 0\n",
+        );
+        assert_eq!(before.len(), 2);
+        assert_eq!(after[&0], CpuTicks { busy: 172, steal: 9 });
+        // CPU 0 busy 62 ticks, CPU 1 100; at 10 ms a tick, 1.62 s; the program took 1.2 s and
+        // the recorder 0.1 s: 0.32 s by others. Steal 4 ticks = 40 ms.
+        let (steal, others) = disturbance(&before, &after, &[0, 1], 1e7, 1.2e9, 0.1e9);
+        assert!((steal - 4e7).abs() < 1.0, "{steal}");
+        assert!((others - 0.32e9).abs() < 1.0, "{others}");
+        // Only CPU 0: 0.62 s busy, less than the program's: 0, never negative.
+        let (_, others) = disturbance(&before, &after, &[0], 1e7, 1.2e9, 0.0);
+        assert_eq!(others, 0.0);
+    }
 
     #[test]
     fn core_counts_default_and_given() {
@@ -145,7 +235,10 @@ mod tests {
         let p = plan_runs(&machine, topology::FillOrder::SocketFirst, &[8, 2], &[]).unwrap();
         assert!(p.numa);
         assert_eq!(p.cores_per_socket, 4);
-        assert_eq!(p.counts, vec![(8, vec![1, 4, 8]), (2, vec![1, 2])]);
+        assert_eq!(
+            p.counts,
+            vec![(8, vec![1, 4, 8]), (2, vec![1, 2]), (1, vec![1])]
+        );
         // One thread per core: the first 8 CPUs handed out are on 8 different cores, the
         // first 4 of them on package 0.
         let first: Vec<u32> = p.order[..8].to_vec();
@@ -171,7 +264,14 @@ mod tests {
         let machine = topology::Topology::synthetic("1x2x1").unwrap();
         let p = plan_runs(&machine, topology::FillOrder::SocketFirst, &[4], &[]).unwrap();
         assert!(!p.numa);
-        assert_eq!(p.counts, vec![(4, vec![1, 2])]);
+        assert_eq!(p.counts, vec![(4, vec![1, 2]), (1, vec![1])]);
+        // One thread asked for: its one-core run is the one-thread baseline, run once.
+        let fill = topology::FillOrder::SocketFirst;
+        let one = plan_runs(&machine, fill, &[1, 2], &[]).unwrap();
+        assert_eq!(one.counts, vec![(1, vec![1]), (2, vec![1, 2])]);
+        let given = ["2".to_string()];
+        let one = plan_runs(&machine, fill, &[1, 2], &given).unwrap();
+        assert_eq!(one.counts, vec![(1, vec![1, 2]), (2, vec![2])]);
         assert!(
             p.notes[0].contains("4 threads but 2 core(s)"),
             "{:?}",

@@ -195,6 +195,11 @@ pub struct Work {
     /// User plus system CPU time of the program and its reaped children, ns (`wait4`).
     #[serde(default)]
     pub cpu_ns: Option<u64>,
+    /// Of `cpu_ns`: user-mode and kernel time (`wait4`'s ru_utime and ru_stime).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_ns: Option<u64>,
     /// Hardware and software counter totals, when opened.
     #[serde(default)]
     pub counters: Vec<CounterTotal>,
