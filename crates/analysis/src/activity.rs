@@ -155,9 +155,14 @@ pub fn line_best_fit(points: &[(f64, f64)]) -> Option<Line> {
 pub enum WorkUnit {
     /// CPU cycles from the PMU (the thesis's measure).
     Cycles,
-    /// On-CPU (service) time in ns: the fallback without hardware counters. Includes memory
-    /// stalls, spinning and kernel time, so ω from it also counts spin-waiting.
+    /// On-CPU (service) time in ns: user + system, the fallback in files written before
+    /// [`WorkUnit::UserNs`]. Includes memory stalls, spinning and kernel time, so ω from it
+    /// also counts spin-waiting.
     OnCpuNs,
+    /// User CPU time in ns (wait4's ru_utime): the fallback without hardware counters. Memory
+    /// stall cycles are inside it (and spinning); system time (page faults, system calls) is
+    /// left out of ω.
+    UserNs,
 }
 
 impl fmt::Display for WorkUnit {
@@ -165,6 +170,7 @@ impl fmt::Display for WorkUnit {
         f.write_str(match self {
             WorkUnit::Cycles => "cycles",
             WorkUnit::OnCpuNs => "on-CPU ns",
+            WorkUnit::UserNs => "user CPU ns",
         })
     }
 }
@@ -237,12 +243,12 @@ pub struct ScalingModel {
     /// A(m, n), the target's measured average active threads (listing 3.3): on a CPU or
     /// waiting for one.
     pub active_threads: f64,
-    /// A_run = A − W: threads on a CPU on average.
+    /// A_run = A − W: threads on a CPU on average (None in files written before the split).
     #[serde(default)]
-    pub running_threads: f64,
+    pub running_threads: Option<f64>,
     /// W: threads waiting for a CPU on average (more threads than CPUs, or other processes).
     #[serde(default)]
-    pub waiting_threads: f64,
+    pub waiting_threads: Option<f64>,
     /// ω = C(n)/C(1) − 1 (eq. 3.5); negative values are kept as measured.
     pub omega: f64,
     /// P = A_run/(1+ω): threads doing useful work (eq. 3.2, with the thesis's A narrowed to
@@ -529,8 +535,8 @@ pub fn scaling_model(
         baseline_work: baseline.work,
         work: target.work,
         active_threads: a,
-        running_threads: a_run,
-        waiting_threads: w,
+        running_threads: Some(a_run),
+        waiting_threads: Some(w),
         omega,
         useful_active_threads: p,
         memory_loss_threads: r,
@@ -654,7 +660,10 @@ impl MemoryQueue {
     /// some extrapolated core count (work shrinking as cores are added). Noise in C(n), not
     /// the memory system, gives such fits.
     pub fn failure(&self) -> Option<String> {
-        let named = |v: Option<f64>, name: &str| v.filter(|x| *x < 0.0).map(|x| format!("{name} = {x:.3e} < 0"));
+        let named = |v: Option<f64>, name: &str| {
+            v.filter(|x| *x < 0.0)
+                .map(|x| format!("{name} = {x:.3e} < 0"))
+        };
         let negative: Vec<String> = [
             named(self.mu, "μ"),
             named(self.l, "L"),

@@ -117,7 +117,11 @@ impl Interval {
     /// resamples where the figure is undefined). Undefined when fewer than half the resamples
     /// define it: an interval over a minority would claim more than is known.
     pub fn percentile(estimate: f64, resampled: &[f64]) -> Interval {
-        let mut v: Vec<f64> = resampled.iter().copied().filter(|x| x.is_finite()).collect();
+        let mut v: Vec<f64> = resampled
+            .iter()
+            .copied()
+            .filter(|x| x.is_finite())
+            .collect();
         if v.is_empty() || v.len() * 2 < resampled.len() {
             return Interval {
                 estimate,
@@ -229,7 +233,10 @@ mod tests {
         let few = interval(&noisy(8, 10.0, 1.0, 1), 7);
         let many = interval(&noisy(32, 10.0, 1.0, 1), 7);
         let ratio = many.width() / few.width();
-        assert!((0.3..0.75).contains(&ratio), "{few:?} {many:?} ratio {ratio}");
+        assert!(
+            (0.3..0.75).contains(&ratio),
+            "{few:?} {many:?} ratio {ratio}"
+        );
         // The same seed, the same interval; another seed, a slightly different one.
         let v = noisy(8, 10.0, 1.0, 3);
         assert_eq!(interval(&v, 7), interval(&v, 7));
@@ -256,7 +263,10 @@ mod tests {
         for _ in 0..50_000 {
             counts[rng.below(5)] += 1;
         }
-        assert!(counts.iter().all(|&c| (9_500..10_500).contains(&c)), "{counts:?}");
+        assert!(
+            counts.iter().all(|&c| (9_500..10_500).contains(&c)),
+            "{counts:?}"
+        );
     }
 
     #[test]

@@ -350,12 +350,7 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
         };
         match waited {
             Ok(Some((status, cpu))) => {
-                break (
-                    status,
-                    cpu,
-                    trace::meta::Timestamp::now(),
-                    monotonic_ns(),
-                )
+                break (status, cpu, trace::meta::Timestamp::now(), monotonic_ns())
             }
             Ok(None) if drainer.is_none() || moved > busy_threshold => {}
             Ok(None) => {

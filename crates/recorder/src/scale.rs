@@ -201,7 +201,13 @@ mod tests {
             "cpu  9 9 9 9 9 9 9 9 0 0\ncpu0 150 0 20 500 0 1 1 9 0 0\ncpu1 290 5 25 400 0 0 0 0 0 0\n",
         );
         assert_eq!(before.len(), 2);
-        assert_eq!(after[&0], CpuTicks { busy: 172, steal: 9 });
+        assert_eq!(
+            after[&0],
+            CpuTicks {
+                busy: 172,
+                steal: 9
+            }
+        );
         // CPU 0 busy 62 ticks, CPU 1 100; at 10 ms a tick, 1.62 s; the program took 1.2 s and
         // the recorder 0.1 s: 0.32 s by others. Steal 4 ticks = 40 ms.
         let (steal, others) = disturbance(&before, &after, &[0, 1], 1e7, 1.2e9, 0.1e9);

@@ -16,6 +16,8 @@ pub struct ConfigurationRow<'a> {
     pub work: Spread,
     pub active_threads: Spread,
     pub waiting_threads: Spread,
+    /// System (kernel) CPU time, when the work is user time: shown beside it, not in ω.
+    pub system_ns: Option<Spread>,
     /// Listing 3.4: A these runs' samples predict for m cores.
     pub modelled_active_threads: Option<f64>,
 }
@@ -31,6 +33,11 @@ pub struct ScaleView<'a> {
     pub queues: Vec<(u32, &'a analysis::activity::MemoryQueue)>,
     pub missing: Vec<&'a str>,
     pub notes: Vec<&'a str>,
+    /// The verdicts with their intervals (none in files written before them).
+    pub verdicts: Vec<&'a analysis::split::Verdict>,
+    /// Complete rounds counted, and why they stopped there.
+    pub rounds: u32,
+    pub stopped: &'a str,
 }
 
 fn s(ns: f64) -> String {
@@ -93,34 +100,55 @@ pub fn render(v: &ScaleView<'_>) -> String {
     let unit = match v.unit {
         WorkUnit::Cycles => "cycles",
         WorkUnit::OnCpuNs => "on-CPU time (no hardware counters: user + system time from wait4)",
+        WorkUnit::UserNs => "user CPU time from wait4 (no hardware counters: memory stall cycles are inside it; system time, shown beside it, does not enter ω)",
     };
     let _ = writeln!(
         out,
-        "Scaling of {}\n  {} run(s) per configuration, medians shown; work C(n) = {unit}\n",
+        "Scaling of {}\n  {} run(s) per configuration, medians shown; work C(n) = {unit}",
         v.command.join(" "),
         v.repeat
     );
+    if v.rounds > 0 {
+        let _ = writeln!(
+            out,
+            "  {} round(s) of every configuration, interleaved{}",
+            v.rounds,
+            if v.stopped.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", v.stopped)
+            }
+        );
+    }
+    out.push('\n');
     let work_header = match v.unit {
         WorkUnit::Cycles => "work C (10⁹ cycles)",
         WorkUnit::OnCpuNs => "work C (CPU s)",
+        WorkUnit::UserNs => "work C = user time (CPU s, in ω)",
     };
-    let mut t = new_table(
-        &[
-            "threads m",
-            "cores n",
-            "CPUs",
-            "elapsed T (s)",
-            "min–max (s)",
-            "CoV (%)",
-            work_header,
-            "active threads A",
-            "of which waiting for a CPU",
-            "A modelled for m cores (3.4)",
-        ],
-        &[0, 1, 3, 5, 6, 7, 8, 9],
-    );
+    // System time beside the work, when the work is user time (files before the split: none).
+    let system = v.configurations.iter().any(|c| c.system_ns.is_some());
+    let mut header = vec![
+        "threads m",
+        "cores n",
+        "CPUs",
+        "elapsed T (s)",
+        "min–max (s)",
+        "CoV (%)",
+        work_header,
+    ];
+    if system {
+        header.push("system time (CPU s, not in ω)");
+    }
+    header.extend([
+        "active threads A",
+        "of which waiting for a CPU",
+        "A modelled for m cores (3.4)",
+    ]);
+    let numeric: Vec<usize> = (0..header.len()).filter(|&i| i != 2 && i != 4).collect();
+    let mut t = new_table(&header, &numeric);
     for c in &v.configurations {
-        t.add_row(vec![
+        let mut row = vec![
             c.threads.to_string(),
             c.cores.to_string(),
             topology::CpuSet::list_in_order(c.cpus),
@@ -130,11 +158,17 @@ pub fn render(v: &ScaleView<'_>) -> String {
                 .cov_pct()
                 .map_or("n/a".into(), |p| format!("{p:.1}")),
             s(c.work.median),
+        ];
+        if system {
+            row.push(c.system_ns.map_or("n/a".into(), |x| s(x.median)));
+        }
+        row.extend([
             format!("{:.2}", c.active_threads.median),
             format!("{:.2}", c.waiting_threads.median),
             c.modelled_active_threads
                 .map_or("n/a".into(), |a| format!("{a:.2}")),
         ]);
+        t.add_row(row);
     }
     let _ = writeln!(out, "{t}");
     if !v.models.is_empty() {
@@ -155,21 +189,48 @@ pub fn render(v: &ScaleView<'_>) -> String {
         row(&mut t, "speed-up measured T(1)/T(n)", &|m| {
             format!("{:.2}", m.measured_speedup)
         });
-        row(&mut t, "speed-up predicted S = A/(1+ω) (3.4)", &|m| {
-            format!("{:.2}", m.predicted_speedup)
-        });
-        row(&mut t, "active threads A(m,n)", &|m| {
-            format!("{:.2}", m.active_threads)
-        });
+        // Files written before the three-way split name the thesis's A in P and R.
+        let split = v.models.iter().any(|m| m.running_threads.is_some());
+        let a = if split { "A_run" } else { "A" };
+        row(
+            &mut t,
+            &if split {
+                "speed-up predicted S = P (3.4)".to_string()
+            } else {
+                "speed-up predicted S = A/(1+ω) (3.4)".to_string()
+            },
+            &|m| format!("{:.2}", m.predicted_speedup),
+        );
+        if split {
+            row(&mut t, "active threads A(m,n) = A_run + W", &|m| {
+                format!("{:.2}", m.active_threads)
+            });
+            row(&mut t, "on a CPU A_run", &|m| {
+                m.running_threads
+                    .map_or("n/a".into(), |a| format!("{a:.2}"))
+            });
+            row(&mut t, "waiting for a CPU W", &|m| {
+                m.waiting_threads
+                    .map_or("n/a".into(), |w| format!("{w:.2}"))
+            });
+        } else {
+            row(&mut t, "active threads A(m,n)", &|m| {
+                format!("{:.2}", m.active_threads)
+            });
+        }
         row(&mut t, "ω = C(n)/C(1) − 1 (3.5)", &|m| {
             format!("{:+.3}", m.omega)
         });
-        row(&mut t, "useful active threads P = A/(1+ω) (3.2)", &|m| {
-            format!("{:.2}", m.useful_active_threads)
-        });
-        row(&mut t, "loss to memory/hardware R = A − P (3.3)", &|m| {
-            format!("{:.2}", m.memory_loss_threads)
-        });
+        row(
+            &mut t,
+            &format!("useful active threads P = {a}/(1+ω) (3.2)"),
+            &|m| format!("{:.2}", m.useful_active_threads),
+        );
+        row(
+            &mut t,
+            &format!("loss to memory/hardware R = {a} − P (3.3)"),
+            &|m| format!("{:.2}", m.memory_loss_threads),
+        );
         row(&mut t, "loss to dependencies D = m − A (3.8)", &|m| {
             format!("{:.2}", m.dependency_loss_threads)
         });
@@ -225,7 +286,8 @@ pub fn render(v: &ScaleView<'_>) -> String {
                 .map_or("n/a (no PMU)".into(), |c| format!("{c:.3e}"))
         });
         let _ = writeln!(out, "{t}");
-        for m in &v.models {
+        // Verdicts with intervals replace the point verdicts; files without them keep theirs.
+        for m in v.models.iter().filter(|_| v.verdicts.is_empty()) {
             let _ = writeln!(out, "{}", verdict(m));
             let waiting = v
                 .configurations
@@ -240,6 +302,19 @@ pub fn render(v: &ScaleView<'_>) -> String {
             }
         }
     }
+    for verdict in &v.verdicts {
+        let _ = writeln!(out, "{}", verdict.text);
+        for s in &verdict.settle {
+            let _ = writeln!(out, "  to settle it: {s}");
+        }
+    }
+    if !v.verdicts.is_empty() {
+        let _ = writeln!(
+            out,
+            "(intervals: 95 %, percentile bootstrap over the {} rounds; shares are of the loss m − P = R + W + D)",
+            v.rounds
+        );
+    }
     for (threads, q) in &v.queues {
         let predicted: Vec<String> = [2u32, 4, 8, 16]
             .iter()
@@ -249,6 +324,7 @@ pub fn render(v: &ScaleView<'_>) -> String {
         let per = match q.unit {
             WorkUnit::Cycles => "per cycle",
             WorkUnit::OnCpuNs => "per CPU ns",
+            WorkUnit::UserNs => "per user CPU ns",
         };
         let _ = writeln!(
             out,

@@ -663,14 +663,14 @@ fn the_loss_splits_three_ways_when_threads_wait_for_a_cpu() {
         ..target()
     };
     let m = scaling_model(&baseline(), &t).unwrap();
-    close(m.running_threads, 1.5);
-    close(m.waiting_threads, 0.3);
+    close_opt(m.running_threads, 1.5);
+    close_opt(m.waiting_threads, 0.3);
     close(m.useful_active_threads, 1.2);
     close(m.memory_loss_threads, 0.3);
     close(m.dependency_loss_threads, 0.2);
     close(m.predicted_speedup, 1.2);
     close(
-        m.memory_loss_threads + m.waiting_threads + m.dependency_loss_threads,
+        m.memory_loss_threads + m.waiting_threads.unwrap() + m.dependency_loss_threads,
         2.0 - m.useful_active_threads,
     );
 }
@@ -696,7 +696,11 @@ fn fits_with_negative_parameters_or_omega_are_refused() {
     let why = q.failure().unwrap();
     assert!(why.starts_with("the fit failed: L/r = "), "{why}");
     // A queue that fits: no failure.
-    let rising = [point(1, Some(1e6)), point(2, Some(1e6)), point(4, Some(1e6))];
+    let rising = [
+        point(1, Some(1e6)),
+        point(2, Some(1e6)),
+        point(4, Some(1e6)),
+    ];
     assert_eq!(memory_queue(&rising).unwrap().failure(), None);
     assert_eq!(numa_delta(&numa_points(None), C).unwrap().failure(), None);
     // δ·r < 0 on NUMA points (the second socket's C(6), C(8) below C(4)): refused.

@@ -62,7 +62,10 @@ fn the_split_of_a_synthetic_model_is_covered_and_narrows_with_rounds() {
             }
         }
     }
-    assert!(missed.iter().all(|&m| m <= 4), "misses per figure of 20: {missed:?}");
+    assert!(
+        missed.iter().all(|&m| m <= 4),
+        "misses per figure of 20: {missed:?}"
+    );
     let b = boot(&synthetic(8, 0.03, 11));
     let e = &b.one_core;
     // R + W + D = loss exactly, at the estimate.
@@ -108,9 +111,17 @@ fn work_scaling_is_told_from_the_ratio_of_the_baselines() {
     assert_eq!(work_scaling(2, 1.45, 1.0), WorkScaling::PerThread);
     // 1.29 is within 30 % of 1 only; 1.35 is near neither for m = 2.
     assert_eq!(work_scaling(2, 1.29, 1.0), WorkScaling::Fixed);
-    assert!(matches!(work_scaling(2, 1.35, 1.0), WorkScaling::Unknown { ratio } if (ratio - 1.35).abs() < 1e-12));
-    assert!(matches!(work_scaling(8, 3.0, 1.0), WorkScaling::Unknown { .. }));
-    assert!(matches!(work_scaling(2, 1.0, 0.0), WorkScaling::Unknown { .. }));
+    assert!(
+        matches!(work_scaling(2, 1.35, 1.0), WorkScaling::Unknown { ratio } if (ratio - 1.35).abs() < 1e-12)
+    );
+    assert!(matches!(
+        work_scaling(8, 3.0, 1.0),
+        WorkScaling::Unknown { .. }
+    ));
+    assert!(matches!(
+        work_scaling(2, 1.0, 0.0),
+        WorkScaling::Unknown { .. }
+    ));
 }
 
 #[test]
@@ -124,7 +135,11 @@ fn the_baseline_is_the_thesis_s_when_both_agree_and_one_thread_when_one_core_mis
     let mut r = synthetic(8, 0.02, 5);
     r[1] = runs(8, figures(2.5, 2.5, 0.0, 2.5), 0.02, 6);
     let sliced = boot(&r);
-    assert!(sliced.one_core.omega.high < 0.0, "{:?}", sliced.one_core.omega);
+    assert!(
+        sliced.one_core.omega.high < 0.0,
+        "{:?}",
+        sliced.one_core.omega
+    );
     let (b, why) = choose_baseline(2, 2, &sliced);
     assert_eq!(b, Baseline::OneThread);
     assert!(why.contains("below 0"), "{why}");
@@ -191,16 +206,25 @@ fn a_cause_is_named_only_when_its_interval_clears_the_others() {
     assert_eq!(cause(2, &estimates(loss, low, low, high)), Cause::Blocked);
     // Overlapping shares: cannot tell.
     let wide = at(50.0, 10.0, 85.0);
-    assert_eq!(cause(2, &estimates(loss, wide, low, high)), Cause::CannotTell);
+    assert_eq!(
+        cause(2, &estimates(loss, wide, low, high)),
+        Cause::CannotTell
+    );
     // A loss interval that includes 0 but reaches past 10 % of m: cannot tell.
     let unsure = at(0.1, -0.1, 0.5);
-    assert_eq!(cause(2, &estimates(unsure, high, low, low)), Cause::CannotTell);
+    assert_eq!(
+        cause(2, &estimates(unsure, high, low, low)),
+        Cause::CannotTell
+    );
     // Within ±10 % of m and including 0: no measurable loss, whatever the shares say.
     let none = at(0.02, -0.1, 0.15);
     assert_eq!(cause(2, &estimates(none, high, low, low)), Cause::None);
     // A negative loss (super-linear) excluding 0: cannot tell.
     let negative = at(-0.6, -0.8, -0.4);
-    assert_eq!(cause(2, &estimates(negative, high, low, low)), Cause::CannotTell);
+    assert_eq!(
+        cause(2, &estimates(negative, high, low, low)),
+        Cause::CannotTell
+    );
     // Undefined shares never name a cause.
     let u = Interval::UNDEFINED;
     assert_eq!(cause(2, &estimates(loss, high, u, u)), Cause::CannotTell);
@@ -221,10 +245,26 @@ fn verdicts_say_what_would_settle_them_and_when_they_are_settled() {
     assert_eq!(v.cause, Cause::CannotTell, "{}", v.text);
     assert!(!settled(&v, 20.0));
     assert!(v.text.contains("cannot tell at this noise"), "{}", v.text);
-    assert!(v.text.contains("The machine was busy: steal 8 %"), "{}", v.text);
-    assert!(v.settle.iter().any(|s| s.starts_with("more rounds: about")), "{:?}", v.settle);
-    assert!(v.settle.iter().any(|s| s.starts_with("a quieter machine")), "{:?}", v.settle);
-    assert!(v.settle.iter().any(|s| s.starts_with("longer runs")), "{:?}", v.settle);
+    assert!(
+        v.text.contains("The machine was busy: steal 8 %"),
+        "{}",
+        v.text
+    );
+    assert!(
+        v.settle.iter().any(|s| s.starts_with("more rounds: about")),
+        "{:?}",
+        v.settle
+    );
+    assert!(
+        v.settle.iter().any(|s| s.starts_with("a quieter machine")),
+        "{:?}",
+        v.settle
+    );
+    assert!(
+        v.settle.iter().any(|s| s.starts_with("longer runs")),
+        "{:?}",
+        v.settle
+    );
     assert_eq!(v.rounds, 3);
     // Four times the rounds for half the width: 3 rounds at width 2w need 12 for w.
     assert_eq!(rounds_needed(3, 40.0, 20.0), Some(12));
@@ -255,9 +295,19 @@ fn verdicts_say_what_would_settle_them_and_when_they_are_settled() {
     assert!(settled(&sleeping, 20.0));
     let l = sleeping.lock_waits_pct_of_blocked.unwrap();
     assert!(l.contains(5.0), "{l:?}");
-    assert!(sleeping.text.contains("The waiting is not on locks"), "{}", sleeping.text);
+    assert!(
+        sleeping.text.contains("The waiting is not on locks"),
+        "{}",
+        sleeping.text
+    );
     let locked = with_locks(0.95e9);
     assert_eq!(locked.cause, Cause::Blocked);
-    assert!(locked.text.contains("the lock with the most wait: hot_lock"), "{}", locked.text);
+    assert!(
+        locked
+            .text
+            .contains("the lock with the most wait: hot_lock"),
+        "{}",
+        locked.text
+    );
     assert!(!locked.text.contains("not on locks"), "{}", locked.text);
 }

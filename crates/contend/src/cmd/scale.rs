@@ -19,10 +19,18 @@ pub struct Args {
     /// on a NUMA machine when M exceeds them). `m` stands for the thread count.
     #[arg(long, value_name = "N[,N...]", value_delimiter = ',')]
     cores: Vec<String>,
-    /// Runs of each configuration; figures are medians, with their spread.
-    #[arg(long, value_name = "R", default_value_t = 5)]
-    repeat: u32,
-    /// Runs of each configuration done first and not counted (warm caches, page cache).
+    /// Rounds (one run of every configuration each, interleaved): `N`, or `MIN..MAX` to stop
+    /// once every verdict is settled (see --precision) after at least MIN rounds.
+    #[arg(long, value_name = "N|MIN..MAX", default_value = "3..10")]
+    repeat: String,
+    /// A verdict is settled when its cause's share interval (95 %) is narrower than this many
+    /// percentage points, or no measurable loss is established.
+    #[arg(long, value_name = "POINTS", default_value_t = 20.0)]
+    precision: f64,
+    /// Stop starting rounds after this long (e.g. `2m`, `90s`), settled or not.
+    #[arg(long, value_name = "DURATION")]
+    budget: Option<String>,
+    /// Warm-up rounds done first and not counted (warm caches, page cache).
     #[arg(long, value_name = "W", default_value_t = 0)]
     warmup: u32,
     /// The directory for every run and scale.json (numbered if it exists).
@@ -62,21 +70,82 @@ pub struct Args {
 // The model's types live with the loader that reads scale.json back (`contend report DIR`).
 use explain::scale::{RunResult, ScaleResult};
 
+/// `--repeat N` or `MIN..MAX`: the fewest and most rounds.
+fn parse_repeat(text: &str) -> Result<(u32, u32), String> {
+    // Each round is a recorded run of every configuration: beyond this is no measurement plan.
+    const MOST_ROUNDS: u32 = 10_000;
+    let bad = || {
+        format!("--repeat `{text}`: give a number of rounds (5) or a range MIN..MAX (3..10), each 1 to {MOST_ROUNDS}")
+    };
+    let number = |t: &str| {
+        t.trim()
+            .parse::<u32>()
+            .ok()
+            .filter(|n| (1..=MOST_ROUNDS).contains(n))
+            .ok_or_else(bad)
+    };
+    match text.split_once("..") {
+        Some((lo, hi)) => {
+            let (lo, hi) = (number(lo)?, number(hi)?);
+            if lo > hi {
+                return Err(format!("--repeat `{text}`: MIN is above MAX"));
+            }
+            Ok((lo, hi))
+        }
+        None => number(text).map(|n| (n, n)),
+    }
+}
+
+/// CPU time this process has used so far (every thread: the recorder's sampler and drainers).
+fn own_cpu_ns() -> f64 {
+    // SAFETY: a zeroed rusage is a valid out-parameter.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: RUSAGE_SELF with a pointer to a local.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return 0.0;
+    }
+    let tv = |t: libc::timeval| t.tv_sec as f64 * 1e9 + t.tv_usec as f64 * 1e3;
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// The per-CPU lines of /proc/stat; None when it cannot be read (the disturbance is then not
+/// measured). Bounded: a machine's /proc/stat is a few KiB per CPU.
+fn proc_stat() -> Option<std::collections::BTreeMap<u32, recorder::scale::CpuTicks>> {
+    use std::io::Read;
+    const LIMIT: u64 = 16 << 20;
+    let mut text = String::new();
+    std::fs::File::open("/proc/stat")
+        .ok()?
+        .take(LIMIT)
+        .read_to_string(&mut text)
+        .ok()?;
+    Some(recorder::scale::per_cpu_ticks(&text))
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
     if args.threads.is_empty() || args.threads.contains(&0) {
         return Err(bad_input("--threads: give thread counts of 1 or more"));
     }
-    if args.repeat == 0 {
-        return Err(bad_input("--repeat must be at least 1"));
-    }
-    // Each repetition is a recorded run: beyond this is no measurement plan (and the counts
-    // are added as u32).
-    const MOST_RUNS: u32 = 10_000;
-    if args.repeat > MOST_RUNS || args.warmup > MOST_RUNS {
+    let (repeat_min, repeat_max) = parse_repeat(&args.repeat).map_err(bad_input)?;
+    const MOST_WARMUPS: u32 = 10_000;
+    if args.warmup > MOST_WARMUPS {
         return Err(bad_input(format!(
-            "--repeat and --warmup: at most {MOST_RUNS} runs of each configuration"
+            "--warmup: at most {MOST_WARMUPS} warm-up rounds"
         )));
     }
+    if !(args.precision.is_finite() && args.precision > 0.0 && args.precision <= 100.0) {
+        return Err(bad_input(format!(
+            "--precision {}: give percentage points above 0, up to 100",
+            args.precision
+        )));
+    }
+    let budget = match &args.budget {
+        Some(b) => Some(
+            humantime::parse_duration(b)
+                .map_err(|e| bad_input(format!("--budget `{b}`: {e} (examples: 90s, 2m, 1h)")))?,
+        ),
+        None => None,
+    };
     if !(0.1..=60_000.0).contains(&args.interval) {
         return Err(bad_input(format!(
             "--interval {} ms: give 0.1 ms to 60000 ms",
@@ -122,56 +191,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     })?;
     // The scale directory holds runs, not streams of its own.
     let _ = std::fs::remove_dir(root.path().join(trace::rundir::STREAMS_DIR));
-    let total: u64 = plan
+    let configurations: Vec<(u32, u32)> = plan
         .iter()
-        .map(|(_, c)| c.len() as u64 * u64::from(args.repeat + args.warmup))
-        .sum();
+        .flat_map(|(m, counts)| counts.iter().map(move |&n| (*m, n)))
+        .collect();
+    let total = configurations.len() as u64 * u64::from(args.warmup + repeat_max);
     let bar = crate::ui::progress_bar(total, "runs");
     let interval = Duration::from_secs_f64(args.interval / 1000.0);
-    let mut runs = Vec::new();
-    for (m, counts) in &plan {
-        let command = recorder::scale::substitute(&args.command, *m);
-        for &n in counts {
-            let cpus: Vec<u32> = order[..n as usize].to_vec();
-            for r in 0..(args.warmup + args.repeat) {
-                let counted = r >= args.warmup;
-                let name = if counted {
-                    format!("m{m}-n{n}-r{}", r - args.warmup + 1)
-                } else {
-                    format!("m{m}-n{n}-warmup{}", r + 1)
-                };
-                bar.set_message(format!("{m} threads on {n} core(s), {name}"));
-                let result = one_run(
-                    root.path(),
-                    &name,
-                    &command,
-                    *m,
-                    n,
-                    &cpus,
-                    interval,
-                    probe.as_deref(),
-                    args.sched_trace,
-                    if counted { r - args.warmup + 1 } else { 0 },
-                )?;
-                bar.inc(1);
-                if let Some(code) = result.exit_status.filter(|&c| c != 0) {
-                    bar.abandon();
-                    crate::ui::error(format_args!("{} exited with status {code} in {} (its output is in {}/{name}/stderr.txt); stopping", command[0],
-                        name,
-                        root.path().display()));
-                    std::process::exit(code);
-                }
-                if counted {
-                    runs.push(result);
-                }
-            }
-        }
-    }
-    bar.finish_and_clear();
-
-    let experiment = explain::scale::Experiment {
+    // SAFETY: sysconf has no preconditions.
+    let tick_ns = 1e9 / (unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64);
+    let mut experiment = explain::scale::Experiment {
         command: args.command.clone(),
-        repeat: args.repeat,
+        repeat_min,
+        repeat_max,
+        precision_pct: args.precision,
+        locks: args.locks,
+        stopped: String::new(),
         warmup: args.warmup,
         interval_ns: interval.as_nanos() as u64,
         fill: format!("{:?}", args.fill),
@@ -180,6 +215,103 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         plan,
         order,
     };
+    let started = std::time::Instant::now();
+    let mut runs = Vec::new();
+    let mut width = String::new();
+    let mut result = None;
+    // Warm-up rounds (not counted), then counted rounds; within a round every configuration
+    // runs once, the order rotated a place each round so none always runs first.
+    for round in 0..(args.warmup + repeat_max) {
+        let counted = round >= args.warmup;
+        let number = if counted {
+            round - args.warmup + 1
+        } else {
+            round + 1
+        };
+        let round_started = std::time::Instant::now();
+        for i in 0..configurations.len() {
+            let (m, n) = configurations[(i + round as usize) % configurations.len()];
+            let name = if counted {
+                format!("m{m}-n{n}-r{number}")
+            } else {
+                format!("m{m}-n{n}-warmup{number}")
+            };
+            let what = if counted { "round" } else { "warm-up" };
+            bar.set_message(format!(
+                "{what} {number}, {m} threads on {n} core(s){width}"
+            ));
+            let command = recorder::scale::substitute(&args.command, m);
+            let cpus: Vec<u32> = experiment.order[..n as usize].to_vec();
+            let result = one_run(
+                root.path(),
+                &name,
+                &command,
+                m,
+                n,
+                &cpus,
+                interval,
+                probe.as_deref(),
+                args.sched_trace,
+                if counted { number } else { 0 },
+                tick_ns,
+            )?;
+            bar.inc(1);
+            if let Some(code) = result.exit_status.filter(|&c| c != 0) {
+                bar.abandon();
+                crate::ui::error(format_args!("{} exited with status {code} in {} (its output is in {}/{name}/stderr.txt); stopping", command[0],
+                    name,
+                    root.path().display()));
+                std::process::exit(code);
+            }
+            if counted {
+                runs.push(result);
+            }
+        }
+        if !counted {
+            continue;
+        }
+        let spent = started.elapsed();
+        let over_budget = budget.is_some_and(|b| spent + round_started.elapsed() > b);
+        if number >= repeat_min || over_budget {
+            let r = explain::scale::model(&experiment, runs.clone(), notes.clone());
+            if let Some(w) = r.widest_share_pct() {
+                width = format!(", widest share interval {w:.0} points");
+            }
+            let settled = r.settled(args.precision);
+            let has_verdicts = r.verdicts().count() > 0;
+            result = Some(r);
+            if number >= repeat_min && (settled || !has_verdicts) && repeat_min < repeat_max {
+                experiment.stopped = format!(
+                    "every verdict settled after {number} round(s) (--repeat {}, --precision {})",
+                    args.repeat, args.precision
+                );
+                break;
+            }
+            if over_budget && number < repeat_max {
+                experiment.stopped = format!(
+                    "stopped by --budget {} after {number} round(s){}",
+                    args.budget.as_deref().unwrap_or(""),
+                    if number < repeat_min {
+                        format!(", fewer than the {repeat_min} asked for")
+                    } else {
+                        String::new()
+                    }
+                );
+                break;
+            }
+        }
+        if number == repeat_max {
+            experiment.stopped = if repeat_min < repeat_max
+                && !result.as_ref().is_some_and(|r| r.settled(args.precision))
+            {
+                format!("{repeat_max} round(s), the most --repeat allows, and not every verdict settled")
+            } else {
+                format!("{repeat_max} round(s)")
+            };
+        }
+    }
+    bar.finish_and_clear();
+    let _ = result;
     let result = explain::scale::model(&experiment, runs, notes);
     let json = serde_json::to_string_pretty(&result)?;
     std::fs::write(root.path().join("scale.json"), &json)?;
@@ -198,9 +330,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         crate::ui::status(format_args!("wrote {}", path.display()));
     }
     crate::ui::status(format_args!(
-        "{} runs kept in {} (scale.json; `contend report {}/RUN` for one run)",
+        "{} runs kept in {} ({} round(s); scale.json; `contend report {}/RUN` for one run)",
         result.runs.len(),
         root.path().display(),
+        result.rounds,
         root.path().display()
     ));
     Ok(())
@@ -217,8 +350,10 @@ fn one_run(
     interval: Duration,
     probe: Option<&Path>,
     sched_trace: bool,
-    repeat: u32,
+    round: u32,
+    tick_ns: f64,
 ) -> anyhow::Result<RunResult> {
+    let (stat_before, own_before) = (proc_stat(), own_cpu_ns());
     let recorded = recorder::record(
         &recorder::RecordOptions {
             command: command.to_vec(),
@@ -245,7 +380,17 @@ fn one_run(
             }
         },
     )?;
+    let (stat_after, own_after) = (proc_stat(), own_cpu_ns());
     let (run, meta, outcome) = (recorded.run, recorded.meta, recorded.outcome);
+    let cpu_ns = outcome.cpu_ns.unwrap_or(0) as f64;
+    let (steal_ns, others_cpu_ns) = match (&stat_before, &stat_after) {
+        (Some(b), Some(a)) => {
+            let (steal, others) =
+                recorder::scale::disturbance(b, a, cpus, tick_ns, cpu_ns, own_after - own_before);
+            (Some(steal), Some(others))
+        }
+        _ => (None, None),
+    };
     let counted = |name: &str| {
         outcome
             .counters
@@ -267,10 +412,21 @@ fn one_run(
         );
     };
     let elapsed = outcome.monotonic_span[1].saturating_sub(outcome.monotonic_span[0]) as f64;
+    let user_ns = outcome.user_ns.unwrap_or(0) as f64;
+    // The lock with the most wait, named as the lock report names it.
+    let top = explained.locks.as_ref().and_then(|l| {
+        l.report
+            .locks
+            .iter()
+            .max_by_key(|s| s.wait_ns)
+            .filter(|s| s.wait_ns > 0)
+            .map(|s| (l.naming.lock_label(s.lock), s.wait_ns as f64))
+    });
     Ok(RunResult {
         threads: m,
         cores: n,
-        repeat,
+        repeat: round,
+        round,
         run: run
             .path()
             .file_name()
@@ -287,13 +443,21 @@ fn one_run(
             .iter()
             .find(|e| e.cores == m)
             .map(|e| e.active_threads),
-        work: cycles.unwrap_or(outcome.cpu_ns.unwrap_or(0) as f64),
+        // Without a PMU the work is user time: stall cycles are inside it, page faults and
+        // system calls (system time) are not memory contention.
+        work: cycles.unwrap_or(user_ns),
         unit: if cycles.is_some() {
             WorkUnit::Cycles
         } else {
-            WorkUnit::OnCpuNs
+            WorkUnit::UserNs
         },
-        cpu_ns: outcome.cpu_ns.unwrap_or(0) as f64,
+        cpu_ns,
+        user_ns,
+        system_ns: outcome.system_ns.unwrap_or(0) as f64,
+        steal_ns,
+        others_cpu_ns,
+        top_lock: top.as_ref().map(|t| t.0.clone()),
+        top_lock_wait_ns: top.map(|t| t.1),
         llc_misses: counted("llc-misses"),
         llc_references: counted("llc-references"),
         lock_wait_ns: explained
@@ -307,4 +471,24 @@ fn one_run(
 /// The renderer's view of a result.
 fn result_view(r: &ScaleResult) -> report::scale::ScaleView<'_> {
     r.view()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_repeat;
+
+    #[test]
+    fn repeat_is_a_count_or_a_range() {
+        assert_eq!(parse_repeat("5"), Ok((5, 5)));
+        assert_eq!(parse_repeat("3..10"), Ok((3, 10)));
+        assert_eq!(parse_repeat(" 2 .. 2 "), Ok((2, 2)));
+        for bad in ["0", "x", "3..", "..4", "1..10001", "-1", "3...5"] {
+            let e = parse_repeat(bad).unwrap_err();
+            assert!(e.starts_with(&format!("--repeat `{bad}`: give")), "{e}");
+        }
+        assert_eq!(
+            parse_repeat("5..3"),
+            Err("--repeat `5..3`: MIN is above MAX".to_string())
+        );
+    }
 }
