@@ -272,7 +272,7 @@ fn verdicts_say_what_would_settle_them_and_when_they_are_settled() {
 
     // A program blocked on something other than locks: D dominates, lock waits explain
     // ~5 %: said to be not locks. 2 threads, one core busy: A_run = 1, D = 1, ω = 0.
-    let mut with_locks = |lock_wait: f64| {
+    let with_locks = |lock_wait: f64| {
         let target = RunFigures {
             lock_wait_ns: Some(lock_wait),
             ..figures(1.0, 1.0, 0.0, 2.0)

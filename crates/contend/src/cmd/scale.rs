@@ -311,7 +311,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     bar.finish_and_clear();
-    let _ = result;
     let result = explain::scale::model(&experiment, runs, notes);
     let json = serde_json::to_string_pretty(&result)?;
     std::fs::write(root.path().join("scale.json"), &json)?;
@@ -353,7 +352,8 @@ fn one_run(
     round: u32,
     tick_ns: f64,
 ) -> anyhow::Result<RunResult> {
-    let (stat_before, own_before) = (proc_stat(), own_cpu_ns());
+    let (stat_before, own_before, wall_before) =
+        (proc_stat(), own_cpu_ns(), std::time::Instant::now());
     let recorded = recorder::record(
         &recorder::RecordOptions {
             command: command.to_vec(),
@@ -380,14 +380,18 @@ fn one_run(
             }
         },
     )?;
-    let (stat_after, own_after) = (proc_stat(), own_cpu_ns());
+    let (stat_after, own_after, wall) = (proc_stat(), own_cpu_ns(), wall_before.elapsed());
     let (run, meta, outcome) = (recorded.run, recorded.meta, recorded.outcome);
     let cpu_ns = outcome.cpu_ns.unwrap_or(0) as f64;
+    let elapsed = outcome.monotonic_span[1].saturating_sub(outcome.monotonic_span[0]) as f64;
     let (steal_ns, others_cpu_ns) = match (&stat_before, &stat_after) {
         (Some(b), Some(a)) => {
             let (steal, others) =
                 recorder::scale::disturbance(b, a, cpus, tick_ns, cpu_ns, own_after - own_before);
-            (Some(steal), Some(others))
+            // The reads bracket the recorder's set-up and finishing too: count the share of
+            // the span the program ran (what else ran is taken as spread evenly over it).
+            let ran = (elapsed / wall.as_nanos().max(1) as f64).min(1.0);
+            (Some(steal * ran), Some(others * ran))
         }
         _ => (None, None),
     };
@@ -411,7 +415,6 @@ fn one_run(
             run.path().display()
         );
     };
-    let elapsed = outcome.monotonic_span[1].saturating_sub(outcome.monotonic_span[0]) as f64;
     let user_ns = outcome.user_ns.unwrap_or(0) as f64;
     // The lock with the most wait, named as the lock report names it.
     let top = explained.locks.as_ref().and_then(|l| {
