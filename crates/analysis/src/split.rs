@@ -469,6 +469,10 @@ pub struct Context {
     pub top_lock: Option<String>,
 }
 
+/// Fewer rounds than this give no verdict: with 1 round every resample is the same, with 2
+/// there are 3 distinct ones.
+pub const MIN_ROUNDS: usize = 3;
+
 /// A loss within ±this share of m is "no loss" when its interval includes 0.
 pub const NO_LOSS_FRACTION: f64 = 0.10;
 
@@ -524,7 +528,13 @@ pub fn verdict(m: u32, n: u32, b: &Bootstrapped, ctx: &Context) -> Verdict {
         (Baseline::OneThread, Some(t)) => *t,
         _ => b.one_core,
     };
-    let cause = cause(m, &e);
+    // Below MIN_ROUNDS the resamples are too few to be an interval (1 round: one resample).
+    let too_few = b.rounds < MIN_ROUNDS;
+    let cause = if too_few {
+        Cause::CannotTell
+    } else {
+        cause(m, &e)
+    };
     let ideal = m.min(n);
     let mut text = format!(
         "{m} threads on {n} cores: speed-up {} measured, {} predicted (P = A_run/(1+ω)), {ideal} ideal; ",
@@ -569,6 +579,16 @@ pub fn verdict(m: u32, n: u32, b: &Bootstrapped, ctx: &Context) -> Verdict {
                 pct(&e.blocked_pct)
             );
         }
+        Cause::CannotTell if too_few => {
+            let _ = write!(
+                text,
+                "cannot tell from {} round(s) (a verdict needs at least {MIN_ROUNDS}): {loss} threads' worth lost, memory/hardware {}, waiting for a CPU {}, blocked {}.",
+                b.rounds,
+                pct(&e.memory_pct),
+                pct(&e.cpu_wait_pct),
+                pct(&e.blocked_pct)
+            );
+        }
         Cause::CannotTell => {
             let _ = write!(
                 text,
@@ -600,7 +620,12 @@ pub fn verdict(m: u32, n: u32, b: &Bootstrapped, ctx: &Context) -> Verdict {
     }
     let _ = write!(text, " Baseline: {baseline_reason}.");
     let mut settle = Vec::new();
-    if cause == Cause::CannotTell {
+    if too_few {
+        settle.push(format!(
+            "more rounds: at least {MIN_ROUNDS} (now {}): --repeat {MIN_ROUNDS}..10",
+            b.rounds
+        ));
+    } else if cause == Cause::CannotTell {
         settle = what_would_settle(m, b.rounds, &e, ctx);
     }
     if !ctx.disturbed.is_empty() {

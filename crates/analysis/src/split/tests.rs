@@ -266,6 +266,14 @@ fn verdicts_say_what_would_settle_them_and_when_they_are_settled() {
         v.settle
     );
     assert_eq!(v.rounds, 3);
+    // One or two rounds: no verdict, however clear the numbers.
+    let v = verdict(2, 2, &boot(&synthetic(2, 0.0, 1)), &ctx);
+    assert_eq!(v.cause, Cause::CannotTell);
+    assert!(v.text.contains("cannot tell from 2 round(s)"), "{}", v.text);
+    assert_eq!(
+        v.settle[0],
+        "more rounds: at least 3 (now 2): --repeat 3..10"
+    );
     // Four times the rounds for half the width: 3 rounds at width 2w need 12 for w.
     assert_eq!(rounds_needed(3, 40.0, 20.0), Some(12));
     assert_eq!(rounds_needed(3, 10.0, 20.0), Some(4));

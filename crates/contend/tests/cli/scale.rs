@@ -337,6 +337,55 @@ fn a_sweep_plots_speedup_and_a_missing_placeholder_is_said() {
 }
 
 #[test]
+fn a_budget_stops_the_rounds_and_too_few_rounds_give_no_verdict() {
+    let _one = serial();
+    if !two_cpus() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(independent) = build("examples/scaling/independent.c", dir.path()) else {
+        return;
+    };
+    let out_dir = dir.path().join("budget");
+    let out = contend(&[
+        "scale",
+        "--threads",
+        "2",
+        "--budget",
+        "1ms",
+        "-o",
+        out_dir.to_str().unwrap(),
+        "--",
+        independent.to_str().unwrap(),
+        "-t",
+        "{threads}",
+        "-w",
+        "50",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let scale: Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("scale.json")).unwrap())
+            .unwrap();
+    // One round (every configuration once) is over a 1 ms budget: the rounds stop there.
+    assert_eq!(scale["rounds"], 1, "{}", scale["stopped"]);
+    assert_eq!(scale["runs"].as_array().unwrap().len(), 3);
+    let stopped = scale["stopped"].as_str().unwrap();
+    assert!(
+        stopped.starts_with("stopped by --budget 1ms after 1 round(s), fewer than the 3"),
+        "{stopped}"
+    );
+    let v = verdict(&scale, 2);
+    assert_eq!(v["cause"], "cannot-tell", "{v}");
+    assert_eq!(
+        v["settle"][0], "more rounds: at least 3 (now 1): --repeat 3..10",
+        "{v}"
+    );
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("cannot tell from 1 round(s)"), "{stdout}");
+    assert!(stdout.contains(stopped), "{stdout}");
+}
+
+#[test]
 fn bad_input_is_one_line() {
     let bad = contend(&["scale", "--threads", "0", "--", "true"]);
     assert_eq!(bad.status.code(), Some(2));
