@@ -251,9 +251,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         6,
         "Where did the speed-up go? (Tudor & Teo)",
         &format!(
-            "`contend scale` runs a program on one core and on as many cores as threads, repeated,\n\
-             and splits the speed-up it lost into memory/hardware contention (its work grew) and\n\
-             dependencies (its threads were idle). First `{}`; then `{}`: {},\n\
+            "`contend scale` runs a program on one core, on as many cores as threads and as one\n\
+             thread, in interleaved rounds, and splits the speed-up it lost into memory/hardware\n\
+             contention (its work grew), waiting for a CPU and being blocked (its threads were\n\
+             idle), each share with a 95 % interval. First `{}`; then `{}`: {},\n\
              with --locks so that contend can say how much of the idleness the lock explains.",
             examples::INDEPENDENT.name,
             examples::SERIALISED.name,
