@@ -599,6 +599,15 @@ pub fn verdict(m: u32, n: u32, b: &Bootstrapped, ctx: &Context) -> Verdict {
             );
         }
     }
+    let named = matches!(cause, Cause::Memory | Cause::CpuWait | Cause::Blocked);
+    if named && e.loss_threads.high <= NO_LOSS_FRACTION * f64::from(m) {
+        // Certain but small: the cause is real, the loss hardly matters.
+        let _ = write!(
+            text,
+            " A small loss: under {:.0} % of the ideal.",
+            NO_LOSS_FRACTION * 100.0
+        );
+    }
     let locks = ctx.locks.then_some(e.lock_waits_pct_of_blocked);
     if let Some(l) = &locks {
         if e.blocked_thread_ns.estimate > 0.0 && l.estimate.is_finite() {

@@ -158,16 +158,25 @@ fn independent_threads_lose_little_and_a_lock_loses_a_thread_explained_by_its_wa
     let scale: Value =
         serde_json::from_str(&std::fs::read_to_string(a.join("scale.json")).unwrap()).unwrap();
     check_rounds(&a, &scale, 3, 4);
-    // Independent compute threads: never memory contention nor blocking named with
-    // confidence. (On a shared machine the loss may be waiting for a CPU, other processes
-    // holding it, or too noisy to tell: both are true statements.)
+    // Independent compute threads: never memory contention named with confidence. On a
+    // shared machine the loss may be waiting for a CPU (other processes held it), or too noisy
+    // to tell. Blocking is never named on a machine the verdict found quiet; on a busy one a
+    // worker slowed by other processes finishes late and its partner waits in the join, which
+    // is blocking, said beside the busy-machine note.
     let v = verdict(&scale, 2);
     let cause = v["cause"].as_str().unwrap();
+    let busy = !v["disturbed"].as_array().unwrap().is_empty();
     assert!(
-        ["none", "cannot-tell", "cpu-wait"].contains(&cause),
+        ["none", "cannot-tell", "cpu-wait"].contains(&cause) || (cause == "blocked" && busy),
         "independent threads: {cause}: {}",
         v["text"]
     );
+    if cause == "blocked" {
+        testkit::check_not_made(&format!(
+            "independent threads: blocking named on a busy machine: {}",
+            v["text"]
+        ));
+    }
     assert!(stdout.contains(v["text"].as_str().unwrap()), "{stdout}");
     assert!(
         stdout.contains("round(s) of every configuration, interleaved"),
