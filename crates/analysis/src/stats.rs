@@ -117,6 +117,38 @@ impl Interval {
     /// resamples where the figure is undefined). Undefined when fewer than half the resamples
     /// define it: an interval over a minority would claim more than is known.
     pub fn percentile(estimate: f64, resampled: &[f64]) -> Interval {
+        Interval::percentile_at(estimate, resampled, 0.025)
+    }
+
+    /// The percentile interval widened for a bootstrap over few `units` (rounds). The plain
+    /// percentile interval is too narrow for small samples: it has about the width of a
+    /// z-interval with divisor n where a t-interval has t_{n−1} and n − 1 (Hesterberg 2015,
+    /// "What teachers should know about the bootstrap", §4.2, which expands the tail
+    /// probability instead; at 3–5 rounds the resamples' own tails are too short for that).
+    /// So each side's distance from the estimate is multiplied by
+    /// √(n/(n−1))·t_{0.975,n−1}/z_{0.975}: 2.7 at 3 rounds, 1.6 at 5, 1.2 at 10, → 1. One unit
+    /// gives no interval.
+    pub fn expanded_percentile(estimate: f64, resampled: &[f64], units: usize) -> Interval {
+        if units < 2 {
+            return Interval {
+                estimate,
+                ..Interval::UNDEFINED
+            };
+        }
+        let plain = Interval::percentile_at(estimate, resampled, 0.025);
+        if !plain.is_defined() || !estimate.is_finite() {
+            return plain;
+        }
+        let f = small_sample_factor(units);
+        Interval {
+            estimate,
+            low: estimate - f * (estimate - plain.low).max(0.0),
+            high: estimate + f * (plain.high - estimate).max(0.0),
+        }
+    }
+
+    /// The `tail` and 1 − `tail` quantiles of the finite resampled values.
+    fn percentile_at(estimate: f64, resampled: &[f64], tail: f64) -> Interval {
         let mut v: Vec<f64> = resampled
             .iter()
             .copied()
@@ -137,8 +169,8 @@ impl Interval {
         };
         Interval {
             estimate,
-            low: at(0.025),
-            high: at(0.975),
+            low: at(tail),
+            high: at(1.0 - tail),
         }
     }
 
@@ -157,6 +189,23 @@ impl Interval {
     pub fn overlaps(&self, other: &Interval) -> bool {
         self.low <= other.high && other.low <= self.high
     }
+}
+
+/// √(n/(n−1))·t_{0.975,n−1}/z_{0.975}: how much wider a 95 % t-interval over n values is than
+/// the z-interval the plain percentile bootstrap approximates (see
+/// [`Interval::expanded_percentile`]).
+pub fn small_sample_factor(units: usize) -> f64 {
+    // Student's t_{0.975} for 1..=30 degrees of freedom (any table, e.g. NIST/SEMATECH
+    // e-Handbook 1.3.6.7.2); beyond, 1.96 + 2.4/df is within 0.002 of it.
+    const T975: [f64; 30] = [
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+        2.052, 2.048, 2.045, 2.042,
+    ];
+    let n = units.max(2) as f64;
+    let df = units.max(2) - 1;
+    let t = T975.get(df - 1).copied().unwrap_or(1.96 + 2.4 / df as f64);
+    (n / (n - 1.0)).sqrt() * t / 1.959_964
 }
 
 /// The percentile bootstrap over `units` paired units (Efron & Tibshirani 1993, ch. 13):
@@ -254,6 +303,49 @@ mod tests {
         assert_eq!(json, r#"{"estimate":1.0,"low":null,"high":null}"#);
         let back: Interval = serde_json::from_str(&json).unwrap();
         assert!(back.low.is_nan() && back.estimate == 1.0);
+    }
+
+    #[test]
+    fn the_expanded_interval_widens_small_samples_as_a_t_interval_does() {
+        use super::small_sample_factor;
+        // 2.7 at 3 rounds, 1.6 at 5, 1.2 at 10, about 1 for many.
+        assert!(
+            (small_sample_factor(3) - 2.69).abs() < 0.01,
+            "{}",
+            small_sample_factor(3)
+        );
+        assert!(
+            (small_sample_factor(5) - 1.58).abs() < 0.01,
+            "{}",
+            small_sample_factor(5)
+        );
+        assert!(
+            (small_sample_factor(10) - 1.22).abs() < 0.01,
+            "{}",
+            small_sample_factor(10)
+        );
+        assert!((small_sample_factor(200) - 1.0).abs() < 0.02);
+        // On the same resamples the expanded interval holds the plain one.
+        let v = noisy(5, 10.0, 1.0, 9);
+        let r = bootstrap(5, 2000, 7, |p| vec![mean_at(&v, p)]);
+        let plain = Interval::percentile(10.0, &r[0]);
+        let wide = Interval::expanded_percentile(10.0, &r[0], 5);
+        assert!(
+            wide.low < plain.low && wide.high > plain.high,
+            "{plain:?} {wide:?}"
+        );
+        assert!(!Interval::expanded_percentile(10.0, &r[0], 1).is_defined());
+        // Coverage at 5 rounds: the truth is missed in at most 3 of 40 data sets (nominal 95 %;
+        // the plain percentile interval misses about 1 in 8 at this size).
+        let mut missed = 0;
+        for seed in 0..40 {
+            let v = noisy(5, 10.0, 1.0, 2000 + seed);
+            let r = bootstrap(5, 2000, 7, |p| vec![mean_at(&v, p)]);
+            if !Interval::expanded_percentile(10.0, &r[0], 5).contains(10.0) {
+                missed += 1;
+            }
+        }
+        assert!(missed <= 3, "missed {missed} of 40");
     }
 
     #[test]
