@@ -45,8 +45,8 @@
 #include <time.h>
 #include <unistd.h>
 
-/* ---- helpers (the same in every scaling example; each file stands alone so that
- * `contend demo` can build it from its embedded source) ---------------------------- */
+/* ---- helpers (the same in every scaling example: each file stands alone, to be built
+ * by itself as `contend demo` builds independent.c and serialised.c) ------------------ */
 
 /* Nanoseconds on CLOCK_MONOTONIC. */
 static inline int64_t now_ns(void)

@@ -47,8 +47,8 @@
 #include <time.h>
 #include <unistd.h>
 
-/* ---- helpers (the same in every scaling example; each file stands alone so that
- * `contend demo` can build it from its embedded source) ---------------------------- */
+/* ---- helpers (the same in every scaling example: each file stands alone, to be built
+ * by itself as `contend demo` builds independent.c and serialised.c) ------------------ */
 
 /* Nanoseconds on CLOCK_MONOTONIC. */
 static inline int64_t now_ns(void)
@@ -190,7 +190,9 @@ struct lock_slot {
 } __attribute__((aligned(64)));
 
 static pthread_mutex_t big_lock = PTHREAD_MUTEX_INITIALIZER;
-static int lock_line; /* source line of the pthread_mutex_lock call */
+/* Source line of the pthread_mutex_lock call; atomic because with -n the threads set it
+ * under different locks. */
+static atomic_int lock_line;
 
 static int nthreads = 2, own_locks = 0, do_memory = 1, do_lock = 1;
 static long work_ms = 400, size_mib = 256, chunk_ms = 10, elems_per_ms = 0, iters_per_ms = 0;
@@ -213,7 +215,7 @@ __attribute__((noinline)) static void run_chunk(struct worker *w, struct lock_sl
 {
     atomic_fetch_add(&s->waiting, 1);
     int64_t t0 = now_ns();
-    pthread_mutex_lock(s->mutex); lock_line = __LINE__;
+    pthread_mutex_lock(s->mutex); atomic_store_explicit(&lock_line, __LINE__, memory_order_relaxed);
     int64_t t1 = now_ns();
     atomic_fetch_sub(&s->waiting, 1);
     long seq = atomic_fetch_add(&s->acquisitions, 1) + 1;
@@ -399,9 +401,10 @@ int main(int argc, char **argv)
         return 1;
     }
     char site[128] = "none";
-    if (lock_line) {
+    if (atomic_load(&lock_line)) {
         const char *file = strrchr(__FILE__, '/');
-        snprintf(site, sizeof site, "%s:%d:run_chunk", file ? file + 1 : __FILE__, lock_line);
+        snprintf(site, sizeof site, "%s:%d:run_chunk", file ? file + 1 : __FILE__,
+                 atomic_load(&lock_line));
     }
     /* What the scaling model should find, by construction: the stream's bandwidth
      * contention, the wait for one shared lock, both, or (only the lock, each its own)

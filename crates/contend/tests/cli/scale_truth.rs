@@ -391,7 +391,7 @@ fn half_memory_half_lock_names_one_of_them_or_cannot_tell() {
 }
 
 #[test]
-fn false_sharing_is_memory_when_the_padded_twin_costs_less() {
+fn false_sharing_is_memory_when_the_line_moved_between_cores() {
     let _one = serial();
     if !two_cpus() {
         return;
@@ -412,8 +412,11 @@ fn false_sharing_is_memory_when_the_padded_twin_costs_less() {
     same_work(&e, "rounds_per_thread");
     // The precondition, from the same runs: the counters' line moved between the cores, so a
     // round cost more CPU time on 2 cores than on 1 (the program's own CPU clocks). It needs the
-    // two threads on CPUs at the same time, which a busy 2-CPU machine does not always give;
-    // when it did not, there was no false sharing to find and "none" is right too.
+    // two threads on CPUs at the same time, which a busy 2-CPU machine does not always give
+    // (with other builds running here, a round cost only 7-13 % more, against twice as much
+    // where the threads overlapped); when it did not, there was no false sharing to find and
+    // "none" is right too. (The padded twin, `-p`, would be a run of its own: whether the line
+    // moved in the runs the verdict is about is what decides which answers are right.)
     let one = median(&e.truths(1), "ns_per_round");
     let two = median(&e.truths(2), "ns_per_round");
     let v = e.verdict(2);
@@ -459,10 +462,9 @@ fn sleeping_threads_are_blocked_not_on_locks_or_cannot_tell() {
         }
     }
     let v = e.verdict(2);
-    let cause = cause_in(v, &["blocked", "cannot-tell"]);
-    // Nothing in it takes a lock: what blocked is not lock waits.
-    let waits = interval(v, "lock_waits_pct_of_blocked");
-    if cause == "blocked" {
+    // Nothing in it takes a lock: what blocked is not lock waits (measured: --locks).
+    if cause_in(v, &["blocked", "cannot-tell"]) == "blocked" {
+        let waits = interval(v, "lock_waits_pct_of_blocked");
         assert!(waits.0 < 20.0, "lock waits {waits:?} % of blocked: {v}");
     }
 }
