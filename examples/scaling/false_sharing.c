@@ -16,7 +16,7 @@
  * feeds the next compute(): without that dependency the core overlaps the load that misses
  * with the compute and buffers its stores, and the false sharing costs next to nothing
  * (measured here: +14 % a round at -k 8 without it).  At the default -k 2 a round costs
- * ~7.4 ns alone and ~13.5-14.7 ns while the other thread runs on the other core (a line
+ * ~7.4 ns alone and ~13.3-15.9 ns while the other thread runs on the other core (a line
  * moves between two cores of this machine in ~25 ns): about twice the CPU time.
  *
  * The work is fixed: WORK_MS x ROUNDS_PER_MS rounds per thread.  ROUNDS_PER_MS is
