@@ -31,6 +31,7 @@ mod mpi;
 mod mpi_failures;
 mod report;
 mod scale;
+mod scale_truth;
 mod sharing;
 mod topo;
 mod r#where;

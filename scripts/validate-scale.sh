@@ -1,0 +1,326 @@
+#!/usr/bin/env bash
+# The validation suite of issue 19 (item 5, "must show"): `contend scale` on programs whose
+# answer is known by construction (examples/scaling/*.c, each with a `truth ... expect=`
+# line), RUNS separate experiments per case, judged against the issue's rules:
+#
+#   compute         independent.c, 2 threads   loss interval includes 0, high < 10 % of ideal
+#   oversubscribed  independent.c, 4 threads   cause cpu-wait (4 threads on this machine's 2 CPUs)
+#   memory          membw.c                    cause memory, memory_pct >= 80
+#   lock            serialised.c, --locks      cause blocked, blocked_pct >= 80, top_lock big_lock
+#   mix             mix.c, --locks             memory_pct interval covers the truth, < 30 points wide;
+#                                              the truth: mix -o memory and mix -o lock, each a
+#                                              scale experiment of its own, run beside it
+#   false-sharing   false_sharing.c            cause memory
+#   sleepy          sleepy.c, --locks          cause blocked, lock waits < 20 % of it
+#
+# Each program is calibrated once (its work rate on this machine) and every run gets the same
+# work (-i/-e), so configurations and runs compare the same work.
+#
+# Usage: scripts/validate-scale.sh [CASE...]        (default: every case)
+#   RUNS=5          experiments per case
+#   REPEAT=         --repeat for contend scale (default: contend's own, adaptive 3..10)
+#   CONTEND=path    the contend binary (default target/release/contend, built if missing)
+#   KEEP=1          keep the results directory (printed at the end)
+# Prints one markdown table (a row per experiment) and a summary per case; exits 1 if a case
+# was ever wrong with confidence or right fewer than 4 times in 5, 0 otherwise.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+started=$(date +%s.%N)
+runs="${RUNS:-5}"
+repeat="${REPEAT:-}"
+all_cases="compute oversubscribed memory lock mix false-sharing sleepy"
+cases="${*:-$all_cases}"
+for c in $cases; do
+  case " $all_cases " in
+    *" $c "*) ;;
+    *) echo "validate-scale: unknown case '$c' (cases: $all_cases)" >&2; exit 2 ;;
+  esac
+done
+case "$runs" in
+  '' | *[!0-9]* | 0) echo "validate-scale: RUNS must be a positive integer, got '$runs'" >&2; exit 2 ;;
+esac
+
+contend="${CONTEND:-$root/target/release/contend}"
+if [[ -z "${CONTEND:-}" ]]; then
+  probe="$(dirname "$contend")/libcontend_probe.so"
+  if [[ ! -x "$contend" || ! -f "$probe" ]]; then
+    echo "validate-scale: building contend and its lock probe (release)" >&2
+    (cd "$root" && cargo build --release -q -p contend -p probe)
+  fi
+fi
+[[ -x "$contend" ]] || { echo "validate-scale: no contend at $contend (set CONTEND)" >&2; exit 2; }
+
+work=$(mktemp -d)
+if [[ "${KEEP:-}" == 1 ]]; then
+  trap 'echo "results kept in $work" >&2' EXIT
+else
+  trap 'rm -rf "$work"' EXIT
+fi
+
+# Build every example as the examples' README says, warnings on (they must be clean).
+for prog in independent serialised membw mix false_sharing sleepy; do
+  cc -O2 -g -pthread -Wall -Wextra -o "$work/$prog" "$root/examples/scaling/$prog.c"
+done
+
+# Calibrate once per program: a truth or calibration line's KEY value.
+field() { tr ' ' '\n' | sed -n "s/^$1=//p" | head -n1; }
+needs() { for c in $cases; do [[ " $* " == *" $c "* ]] && return 0; done; return 1; }
+if needs compute oversubscribed; then
+  ind_i=$("$work/independent" -t 1 -w 0 | field iters_per_ms)
+fi
+if needs lock; then
+  ser_i=$("$work/serialised" -t 1 -w 0 | field iters_per_ms)
+fi
+if needs memory; then
+  mem_e=$("$work/membw" -C | field elems_per_ms)
+fi
+if needs mix; then
+  cal=$("$work/mix" -C)
+  mix_e=$(echo "$cal" | field elems_per_ms)
+  mix_i=$(echo "$cal" | field iters_per_ms)
+fi
+if needs false-sharing; then
+  fs_i=$("$work/false_sharing" -C | field rounds_per_ms)
+fi
+if needs sleepy; then
+  sl_i=$("$work/sleepy" -C | field iters_per_ms)
+fi
+
+# One scale experiment: NAME THREADS LOCKS(0/1) -- CMD...; leaves NAME.json (stdout),
+# NAME.err (stderr), NAME.rc and NAME.secs in $work.
+experiment() {
+  local name=$1 threads=$2 locks=$3
+  shift 4
+  local args=(scale --threads "$threads" --json -o "$work/$name.scale")
+  [[ -n "$repeat" ]] && args+=(--repeat "$repeat")
+  [[ "$locks" == 1 ]] && args+=(--locks)
+  local t0 rc=0
+  t0=$(date +%s.%N)
+  "$contend" "${args[@]}" -- "$@" >"$work/$name.json" 2>"$work/$name.err" || rc=$?
+  echo "$rc" >"$work/$name.rc"
+  awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f\n", b - a }' >"$work/$name.secs"
+  printf '  %-28s exit %s, %5.1f s\n' "$name" "$rc" "$(cat "$work/$name.secs")" >&2
+}
+
+# Runs interleaved across cases (run 1 of every case, then run 2, ...) so that a noisy spell
+# of the machine spreads over the cases instead of ruining one.
+for ((r = 1; r <= runs; r++)); do
+  echo "run $r of $runs" >&2
+  for c in $cases; do
+    case $c in
+      compute) experiment "compute-$r" 2 0 -- "$work/independent" -t '{threads}' -i "$ind_i" ;;
+      oversubscribed) experiment "oversubscribed-$r" 4 0 -- "$work/independent" -t '{threads}' -i "$ind_i" -w 200 ;;
+      memory) experiment "memory-$r" 2 0 -- "$work/membw" -t '{threads}' -e "$mem_e" ;;
+      lock) experiment "lock-$r" 2 1 -- "$work/serialised" -t '{threads}' -i "$ser_i" ;;
+      mix)
+        experiment "mix-$r" 2 1 -- "$work/mix" -t '{threads}' -e "$mix_e" -i "$mix_i"
+        experiment "mix-memory-$r" 2 1 -- "$work/mix" -t '{threads}' -e "$mix_e" -i "$mix_i" -o memory
+        experiment "mix-lock-$r" 2 1 -- "$work/mix" -t '{threads}' -e "$mix_e" -i "$mix_i" -o lock
+        ;;
+      false-sharing) experiment "false-sharing-$r" 2 0 -- "$work/false_sharing" -t '{threads}' -i "$fs_i" ;;
+      sleepy) experiment "sleepy-$r" 2 1 -- "$work/sleepy" -t '{threads}' -i "$sl_i" ;;
+    esac
+  done
+done
+
+status=0
+python3 - "$work" "$runs" "$cases" <<'PY' || status=$?
+import json, math, os, statistics, sys
+
+work, runs, cases = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
+THREADS = {"oversubscribed": 4}
+EXPECT = {"compute": "none", "oversubscribed": "cpu-wait", "memory": "memory",
+          "lock": "blocked", "false-sharing": "memory", "sleepy": "blocked"}
+# The share each case's answer is judged by (the mix: memory_pct against the truth).
+SHARE = {"oversubscribed": "cpu_wait_pct", "memory": "memory_pct", "lock": "blocked_pct",
+         "false-sharing": "memory_pct", "sleepy": "blocked_pct", "mix": "memory_pct"}
+
+
+class Missing(Exception):
+    """A field of the scale.json contract that this contend does not write (yet)."""
+
+
+def get(obj, *path):
+    for key in path:
+        if isinstance(obj, dict) and key in obj:
+            obj = obj[key]
+        elif isinstance(obj, list) and isinstance(key, int) and -len(obj) <= key < len(obj):
+            obj = obj[key]
+        else:
+            raise Missing(".".join(str(p) for p in path))
+    return obj
+
+
+def interval(v, name):
+    i = get(v, name)
+    try:
+        return float(i["estimate"]), float(i["low"]), float(i["high"])
+    except (TypeError, KeyError, ValueError):
+        raise Missing(name + " {estimate, low, high}")
+
+
+def load(name):
+    """(scale.json or None, why not)."""
+    rc = open(os.path.join(work, name + ".rc")).read().strip()
+    if rc != "0":
+        err = open(os.path.join(work, name + ".err"), errors="replace").read().strip()
+        last = err.splitlines()[-1] if err else ""
+        return None, f"failed (exit {rc}): {last[:120]}"
+    for path in (os.path.join(work, name + ".json"),
+                 os.path.join(work, name + ".scale", "scale.json")):
+        try:
+            with open(path) as f:
+                return json.load(f), ""
+        except (OSError, ValueError):
+            continue
+    return None, "no scale.json"
+
+
+def verdict(scale, m):
+    """The verdict for m threads on the most cores measured."""
+    tc = [t for t in get(scale, "thread_counts") if isinstance(t, dict) and t.get("threads") == m]
+    if not tc:
+        raise Missing(f"thread_counts[threads={m}]")
+    vs = get(tc[0], "verdicts")
+    if not isinstance(vs, list) or not vs:
+        raise Missing("thread_counts[].verdicts")
+    return max(vs, key=lambda v: v.get("cores", 0) if isinstance(v, dict) else 0)
+
+
+def lost_thread_ns(v):
+    """A component's whole loss, thread-ns: memory + cpu-wait + blocked."""
+    return sum(interval(v, k)[0] for k in ("memory_thread_ns", "cpu_wait_thread_ns",
+                                             "blocked_thread_ns"))
+
+
+def fmt(i, unit=""):
+    return f"{i[0]:.1f}{unit} [{i[1]:.1f}, {i[2]:.1f}]"
+
+
+# The mix's truth: each component alone, its loss pooled (median) over the runs.
+mix_truth, mix_truth_note = None, ""
+if "mix" in cases:
+    parts = {"memory": [], "lock": []}
+    for r in range(1, runs + 1):
+        for part in parts:
+            scale, why = load(f"mix-{part}-{r}")
+            if scale is None:
+                continue
+            try:
+                parts[part].append(lost_thread_ns(verdict(scale, 2)))
+            except Missing as e:
+                mix_truth_note = f"field missing: {e}"
+    if parts["memory"] and parts["lock"]:
+        mem, lock = statistics.median(parts["memory"]), statistics.median(parts["lock"])
+        if mem + lock > 0:
+            mix_truth = 100.0 * mem / (mem + lock)
+            mix_truth_note = (f"truth {mix_truth:.1f} % (alone: memory {mem / 1e6:.0f} thread-ms, "
+                              f"lock {lock / 1e6:.0f} thread-ms, medians of "
+                              f"{len(parts['memory'])}/{len(parts['lock'])} runs)")
+
+
+def judge(case, v):
+    """(outcome, confident, share text, loss text, notes); outcome is right, wrong,
+    cannot-tell or short (the right cause, confident, but short of the rule)."""
+    m = THREADS.get(case, 2)
+    cause = get(v, "cause")
+    loss = interval(v, "loss_threads")
+    notes = []
+    for key in ("disturbed", "settle"):
+        val = v.get(key)
+        if val:
+            notes.append(f"{key}: " + "; ".join(map(str, val)))
+    share = None
+    if case == "compute":
+        ok = loss[1] <= 0 <= loss[2] and loss[2] < 0.10 * m
+        confident = cause != "cannot-tell"
+        if cause == "none":
+            outcome = "right" if ok else "short"
+        elif cause == "cannot-tell":
+            outcome = "cannot-tell"
+        else:
+            outcome = "wrong"
+        notes.append(f"loss {'includes 0, high < 10 %' if ok else 'fails: needs 0 in it and high < ' + str(0.1 * m)}")
+        return outcome, confident, "—", fmt(loss), notes
+    share = interval(v, SHARE[case])
+    if case == "mix":
+        width = share[2] - share[1]
+        confident = width < 30
+        if mix_truth is None:
+            raise Missing("the truth: " + (mix_truth_note or "mix -o memory / -o lock runs"))
+        covers = share[1] <= mix_truth <= share[2]
+        outcome = ("right" if covers and confident else "wrong" if not covers else "cannot-tell")
+        notes.append(f"truth {mix_truth:.1f} %, width {width:.1f} points")
+        return outcome, confident, "memory " + fmt(share, " %"), fmt(loss), notes
+    expected = EXPECT[case]
+    confident = cause != "cannot-tell"
+    if cause == "cannot-tell":
+        return "cannot-tell", False, fmt(share, " %"), fmt(loss), notes
+    if cause != expected:
+        return "wrong", True, fmt(share, " %"), fmt(loss), notes + [f"said {cause}"]
+    ok = True
+    if case in ("memory", "lock"):
+        ok = share[0] >= 80
+    if case == "lock":
+        top = v.get("top_lock")
+        notes.append(f"top_lock {top}")
+        ok = ok and isinstance(top, str) and "big_lock" in top
+    if case == "sleepy":
+        lw = v.get("lock_waits_pct_of_blocked")
+        if lw is None:
+            notes.append("lock waits not measured")
+            ok = False
+        else:
+            lw = interval(v, "lock_waits_pct_of_blocked")
+            notes.append(f"lock waits {fmt(lw, ' %')} of blocked")
+            ok = lw[0] < 20
+    return ("right" if ok else "short"), True, fmt(share, " %"), fmt(loss), notes
+
+
+print("| case | run | cause | confident? | right? | share | loss (threads) | rounds | notes |")
+print("|---|---|---|---|---|---|---|---|---|")
+summary, failed = {}, False
+for case in cases:
+    counts = summary.setdefault(case, {})
+    for r in range(1, runs + 1):
+        name = f"{case}-{r}"
+        secs = float(open(os.path.join(work, name + ".secs")).read())
+        scale, why = load(name)
+        cause = confident = share = loss = rounds = "—"
+        notes = []
+        if scale is None:
+            outcome = "failed"
+            notes.append(why)
+        else:
+            try:
+                v = verdict(scale, THREADS.get(case, 2))
+                cause = str(v.get("cause", "—"))
+                rounds = str(v.get("rounds", "—"))
+                outcome, conf, share, loss, notes = judge(case, v)
+                confident = "yes" if conf else "no"
+            except Missing as e:
+                outcome = "field missing"
+                notes.append(f"field missing: {e}")
+        counts[outcome] = counts.get(outcome, 0) + 1
+        notes.append(f"{secs:.0f} s")
+        print(f"| {case} | {r} | {cause} | {confident} | {outcome} | {share} | {loss} | "
+              f"{rounds} | {'; '.join(notes)} |")
+
+print()
+if mix_truth_note:
+    print(f"mix: {mix_truth_note}")
+need = math.ceil(0.8 * runs)
+print(f"\n| case | right with confidence | wrong with confidence | cannot tell | other | passes (≥ {need} of {runs} right, none wrong) |")
+print("|---|---|---|---|---|---|")
+for case in cases:
+    c = summary[case]
+    other = {k: n for k, n in c.items() if k not in ("right", "wrong", "cannot-tell")}
+    ok = c.get("right", 0) >= need and c.get("wrong", 0) == 0
+    failed |= not ok
+    print(f"| {case} | {c.get('right', 0)} | {c.get('wrong', 0)} | {c.get('cannot-tell', 0)} | "
+          f"{', '.join(f'{k} {n}' for k, n in sorted(other.items())) or '—'} | {'yes' if ok else 'no'} |")
+sys.exit(1 if failed else 0)
+PY
+awk -v a="$started" -v b="$(date +%s.%N)" -v runs="$runs" -v cases="$cases" \
+  'BEGIN { printf "\ntotal wall time %.0f s (%s runs per case; cases: %s)\n", b - a, runs, cases }'
+exit "$status"
