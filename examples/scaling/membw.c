@@ -2,8 +2,9 @@
  * membw: threads that share nothing but the memory bus.
  *
  * THREADS threads each stream `a[i] = b[i] * 1.5 + a[i]` over their own two arrays of
- * doubles (SIZE_MIB in all per thread, half each; the default 256 MiB is 8 times this
- * machine's 32 MiB last-level cache, so every pass comes from DRAM): 16 bytes read and 8
+ * doubles (SIZE_MIB in all per thread, half each; the default 64 MiB is twice this
+ * machine's 32 MiB last-level cache, so every pass comes from DRAM, and small enough that
+ * filling it costs ~0.03 s: page faults at the start would show as blocking, not streaming): 16 bytes read and 8
  * written per element.  No lock, no shared data, no sleep: the threads never wait for each
  * other, and on more cores they only slow each other down by competing for memory
  * bandwidth.  That shows as more CPU time for the same work (a stalled load is on-CPU
@@ -26,12 +27,12 @@
  * 0.03-0.6 s per thread here, varying from run to run, against a steady ~0.12 s for small
  * pages.  Workers are named worker-0, worker-1, ... and start together (a pthread
  * barrier with main).  It ends with one line, e.g.
- *   truth program=membw threads=2 work_ms=400 size_mib=256 elems_per_ms=... worker0.tid=...
+ *   truth program=membw threads=2 work_ms=400 size_mib=64 elems_per_ms=... worker0.tid=...
  *     worker0.cpu_ns=... gb_per_s=... expect=memory elapsed_ns=...
  * Fields are documented in examples/README.md.
  *
  * usage: membw [-t THREADS] [-w WORK_MS] [-s SIZE_MIB] [-e ELEMS_PER_MS] [-C]
- * defaults: -t 2 -w 400 -s 256 -e 0 (calibrate)
+ * defaults: -t 2 -w 400 -s 64 -e 0 (calibrate)
  *
  * build: cc -O2 -g -pthread membw.c -o membw
  */
@@ -150,7 +151,7 @@ static long calibrate(size_t n)
 }
 
 static int nthreads = 2;
-static long work_ms = 400, size_mib = 256, elems_per_ms = 0;
+static long work_ms = 400, size_mib = 64, elems_per_ms = 0;
 static size_t elems; /* per array */
 static pthread_barrier_t start_line;
 
@@ -191,7 +192,7 @@ static void usage(const char *prog, FILE *to, int code)
             "usage: %s [-t THREADS] [-w WORK_MS] [-s SIZE_MIB] [-e ELEMS_PER_MS] [-C]\n"
             "  -t  worker threads (default 2)\n"
             "  -w  stream per thread, in ms of one thread's CPU time on this machine (default 400)\n"
-            "  -s  MiB of arrays per thread, two arrays of half each (default 256)\n"
+            "  -s  MiB of arrays per thread, two arrays of half each (default 64)\n"
             "  -e  elements streamed per ms (default 0: calibrate at start)\n"
             "  -C  calibrate, print `calibration ... elems_per_ms=N` and exit\n"
             "Prints a `truth ...` line with each worker's CPU time and the wall time.\n",

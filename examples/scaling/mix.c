@@ -30,7 +30,7 @@
  *
  * usage: mix [-t THREADS] [-w WORK_MS] [-s SIZE_MIB] [-c CHUNK_MS] [-o memory|lock] [-n]
  *            [-e ELEMS_PER_MS] [-i ITERS_PER_MS] [-C]
- * defaults: -t 2 -w 400 -s 256 -c 10 -e 0 -i 0 (calibrate)
+ * defaults: -t 2 -w 400 -s 64 -c 10 -e 0 -i 0 (calibrate)
  *
  * build: cc -O2 -g -pthread mix.c -o mix
  */
@@ -195,7 +195,7 @@ static pthread_mutex_t big_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int lock_line;
 
 static int nthreads = 2, own_locks = 0, do_memory = 1, do_lock = 1;
-static long work_ms = 400, size_mib = 256, chunk_ms = 10, elems_per_ms = 0, iters_per_ms = 0;
+static long work_ms = 400, size_mib = 64, chunk_ms = 10, elems_per_ms = 0, iters_per_ms = 0;
 static size_t elems; /* per array */
 static struct lock_slot *slots;
 static pthread_barrier_t start_line;
@@ -286,7 +286,7 @@ static void usage(const char *prog, FILE *to, int code)
             "  -t  worker threads (default 2)\n"
             "  -w  work per thread, in ms of one thread's CPU time here, half memory stream,\n"
             "      half compute under big_lock (default 400)\n"
-            "  -s  MiB of arrays per thread for the memory phase (default 256)\n"
+            "  -s  MiB of arrays per thread for the memory phase (default 64)\n"
             "  -c  compute per hold of the lock, ms (default 10)\n"
             "  -o  only one component: `memory` (the stream) or `lock` (the locked compute)\n"
             "  -n  each thread its own lock instead of big_lock (nothing waits)\n"
