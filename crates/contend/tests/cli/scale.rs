@@ -133,6 +133,20 @@ fn independent_threads_lose_little_and_a_lock_loses_a_thread_explained_by_its_wa
     ) else {
         return;
     };
+    // Calibrated once here: left to each run, the calibration is a serial phase of the
+    // program (one thread computing, the process's other CPU idle), which the model rightly
+    // counts as a loss.
+    let iters = {
+        let out = std::process::Command::new(&independent)
+            .args(["-t", "1", "-w", "0"])
+            .output()
+            .unwrap();
+        let stdout = text(&out.stdout);
+        stdout
+            .split_whitespace()
+            .find_map(|kv| kv.strip_prefix("iters_per_ms=").map(str::to_string))
+            .unwrap_or_else(|| panic!("no iters_per_ms in {stdout}"))
+    };
     let a = dir.path().join("a.scale");
     let out = contend(&[
         "scale",
@@ -148,6 +162,8 @@ fn independent_threads_lose_little_and_a_lock_loses_a_thread_explained_by_its_wa
         "{threads}",
         "-w",
         "250",
+        "-i",
+        &iters,
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
