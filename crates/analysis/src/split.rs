@@ -480,7 +480,7 @@ pub struct Context {
 /// there are 3 distinct ones.
 pub const MIN_ROUNDS: usize = 3;
 
-/// A loss within ±this share of m is "no loss" when its interval includes 0.
+/// A loss whose interval lies within ±this share of m is no loss that matters.
 pub const NO_LOSS_FRACTION: f64 = 0.10;
 
 /// Lock waits explaining less than this share of a dominant blocked time: not locks.
@@ -488,11 +488,14 @@ pub const LOCKS_EXPLAIN_PCT: f64 = 20.0;
 
 /// The cause the intervals establish (design item 6): a cause when its share's low end
 /// exceeds every other share's high end and the loss excludes 0; none when the loss interval
-/// includes 0 and lies within ±10 % of m; else cannot tell.
+/// lies within ±10 % of m; else cannot tell.
 pub fn cause(m: u32, e: &Estimates) -> Cause {
     let loss = &e.loss_threads;
     let window = NO_LOSS_FRACTION * f64::from(m);
-    if loss.is_defined() && loss.contains(0.0) && loss.low >= -window && loss.high <= window {
+    // A loss certainly smaller than a tenth of the ideal is no loss that matters, even when it
+    // is measurably above 0 (process start-up and teardown, the sampler's own CPU time): naming
+    // a cause for it would send the user after 5 % while the program scales.
+    if loss.is_defined() && loss.low >= -window && loss.high <= window {
         return Cause::None;
     }
     if !(loss.is_defined() && loss.low > 0.0) {
@@ -557,11 +560,21 @@ pub fn verdict(m: u32, n: u32, b: &Bootstrapped, ctx: &Context) -> Verdict {
         }
     };
     match cause {
-        Cause::None => {
+        Cause::None if e.loss_threads.contains(0.0) => {
             let _ = write!(
                 text,
                 "no measurable loss ({loss} threads' worth, within ±{:.0} % of {m}).",
                 NO_LOSS_FRACTION * 100.0
+            );
+        }
+        Cause::None => {
+            let _ = write!(
+                text,
+                "no loss that matters: {loss} threads' worth, measurable but under {:.0} % of {m} (start-up and teardown, other processes); memory/hardware {}, waiting for a CPU {}, blocked {}.",
+                NO_LOSS_FRACTION * 100.0,
+                pct(&e.memory_pct),
+                pct(&e.cpu_wait_pct),
+                pct(&e.blocked_pct)
             );
         }
         Cause::Memory => {
@@ -605,15 +618,6 @@ pub fn verdict(m: u32, n: u32, b: &Bootstrapped, ctx: &Context) -> Verdict {
                 pct(&e.blocked_pct)
             );
         }
-    }
-    let named = matches!(cause, Cause::Memory | Cause::CpuWait | Cause::Blocked);
-    if named && e.loss_threads.high <= NO_LOSS_FRACTION * f64::from(m) {
-        // Certain but small: the cause is real, the loss hardly matters.
-        let _ = write!(
-            text,
-            " A small loss: under {:.0} % of the ideal.",
-            NO_LOSS_FRACTION * 100.0
-        );
     }
     let locks = ctx.locks.then_some(e.lock_waits_pct_of_blocked);
     if let Some(l) = &locks {

@@ -219,6 +219,13 @@ fn a_cause_is_named_only_when_its_interval_clears_the_others() {
     // Within ±10 % of m and including 0: no measurable loss, whatever the shares say.
     let none = at(0.02, -0.1, 0.15);
     assert_eq!(cause(2, &estimates(none, high, low, low)), Cause::None);
+    // Measurably above 0 but certainly under 10 % of m (start-up, teardown): no loss that
+    // matters, not a cause to chase (seen on compute-bound threads: 0.10 [0.07, 0.14] of 2).
+    let small = at(0.1, 0.07, 0.14);
+    assert_eq!(cause(2, &estimates(small, low, high, low)), Cause::None);
+    // Reaching past 10 % of m: a cause is named as usual.
+    let past = at(0.2, 0.15, 0.25);
+    assert_eq!(cause(2, &estimates(past, low, high, low)), Cause::CpuWait);
     // A negative loss (super-linear) excluding 0: cannot tell.
     let negative = at(-0.6, -0.8, -0.4);
     assert_eq!(
