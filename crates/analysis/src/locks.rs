@@ -747,9 +747,10 @@ fn lock_stats(
 }
 
 mod streaming;
+pub mod whatif;
 pub use streaming::{
-    analyze_streams, for_each_hold, HoldId, LockStream, StreamOptions, StreamedLocks,
-    KEPT_BYTES_PER_CONTENDED,
+    analyze_streams, for_each_hold, schedule_steps, HoldId, LockStream, Steps, StreamOptions,
+    StreamedLocks, KEPT_BYTES_PER_CONTENDED,
 };
 
 #[cfg(test)]

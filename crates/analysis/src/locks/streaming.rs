@@ -263,6 +263,102 @@ pub fn for_each_hold(
     });
 }
 
+/// One thread's recorded schedule as [`whatif::Step`](super::whatif::Step)s, from its stream
+/// paired as [`analyze_streams`] pairs it (every hold, before any filter): its own time
+/// between lock calls, each lock call (the wait dropped) and each release, from the stream's
+/// first event to its last. Memory: the thread's open holds.
+pub fn schedule_steps<'s, 'a>(
+    stream: &LockStream<'s, 'a>,
+    clock: &Conversion,
+    sample_every: u32,
+    end_ns: u64,
+) -> Steps<'s, 'a> {
+    let fast = FastClock::new(clock);
+    let mut c = fast;
+    let start = stream.stream.first_ts.map_or(0, |t| c.ns(t));
+    let last = stream.stream.last_ts.map_or(start, |t| c.ns(t));
+    Steps {
+        pairer: Pairer::new(0, stream.stream, fast, sample_every, end_ns, false),
+        cursor: start,
+        last,
+        releases: BinaryHeap::new(),
+        order: 0,
+        out: VecDeque::new(),
+        finished: false,
+    }
+}
+
+/// The iterator [`schedule_steps`] returns.
+pub struct Steps<'s, 'a> {
+    pairer: Pairer<'s, 'a>,
+    /// The time up to which steps were given.
+    cursor: u64,
+    last: u64,
+    /// Releases still to come, by time (then production order).
+    releases: BinaryHeap<Reverse<(u64, u64, LockKey)>>,
+    order: u64,
+    out: VecDeque<super::whatif::Step>,
+    finished: bool,
+}
+
+impl Steps<'_, '_> {
+    fn run_to(&mut self, t: u64) {
+        if t > self.cursor {
+            self.out.push_back(super::whatif::Step::Run {
+                wall_ns: t - self.cursor,
+            });
+            self.cursor = t;
+        }
+    }
+
+    /// Releases at or before `t`, each after the time that led to it.
+    fn release_until(&mut self, t: u64) {
+        while let Some(&Reverse((at, _, lock))) = self.releases.peek() {
+            if at > t {
+                break;
+            }
+            self.releases.pop();
+            self.run_to(at);
+            self.out.push_back(super::whatif::Step::Release { lock });
+        }
+    }
+}
+
+impl Iterator for Steps<'_, '_> {
+    type Item = super::whatif::Step;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(s) = self.out.pop_front() {
+                return Some(s);
+            }
+            if self.finished {
+                return None;
+            }
+            match self.pairer.next_hold() {
+                Some(SeqHold { hold: h, .. }) => {
+                    self.release_until(h.requested_ns);
+                    self.run_to(h.requested_ns);
+                    self.out.push_back(super::whatif::Step::Acquire {
+                        lock: h.lock,
+                        shared: h.shared,
+                    });
+                    self.cursor = self.cursor.max(h.acquired_ns);
+                    self.releases
+                        .push(Reverse((h.released_ns, self.order, h.lock)));
+                    self.order += 1;
+                }
+                None => {
+                    self.finished = true;
+                    self.release_until(u64::MAX);
+                    let last = self.last;
+                    self.run_to(last);
+                }
+            }
+        }
+    }
+}
+
 /// A hold with its place among its thread's holds (production order: by release, those
 /// still open at the end last), which breaks ties of `(acquired, thread)` as `analyze`'s
 /// stable sort does.
