@@ -1629,6 +1629,7 @@ impl<'f> Sink<'f> {
             conds: end.conds,
             barriers: end.barriers,
             unmatched: end.unmatched,
+            what_if: None,
             holds: holds.into_iter().map(|s| s.hold).collect(),
         }
     }
