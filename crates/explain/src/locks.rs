@@ -6,7 +6,7 @@
 use crate::names::{profile_frames, site_name, CallSite};
 use crate::Notice;
 use analysis::locks::{HoldId, LockStream};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use trace::Stream;
 
@@ -269,7 +269,15 @@ pub(crate) fn what_if(
         .collect();
     // What the run did after its last lock-recording thread ended (main's join and exit).
     let tail = r.end_ns.saturating_sub(last_end);
-    let schedules = || -> Vec<ThreadSchedule<analysis::locks::Steps>> {
+    // Only a lock two threads take can make one wait: the others' calls are left out.
+    let shared: HashSet<analysis::locks::LockKey> = r
+        .locks
+        .iter()
+        .filter(|l| l.threads.len() > 1)
+        .map(|l| l.lock)
+        .collect();
+    let schedules = |removed: Option<analysis::locks::LockKey>| {
+        let shared = &shared;
         lock_streams
             .iter()
             .zip(&shapes)
@@ -278,9 +286,11 @@ pub(crate) fn what_if(
                 own_ns,
                 cpu_ns: cpu.map(|c| c.0),
                 runq_ns: cpu.map_or(0, |c| c.1),
-                steps: analysis::locks::schedule_steps(s, &clock, every, r.end_ns),
+                steps: analysis::locks::schedule_steps(s, &clock, every, r.end_ns, move |k| {
+                    Some(k) != removed && shared.contains(&k)
+                }),
             })
-            .collect()
+            .collect::<Vec<_>>()
     };
     let replayed = affordable.min(chosen.len());
     let jobs: Vec<Option<analysis::locks::LockKey>> = if affordable == 0 {
@@ -290,8 +300,8 @@ pub(crate) fn what_if(
             .chain(chosen[..replayed].iter().copied().map(Some))
             .collect()
     };
-    let results = run_parallel(&jobs, |removed| whatif::replay(schedules(), cpus, removed));
-    let bound_only = whatif::bound(&schedules(), cpus);
+    let results = run_parallel(&jobs, |removed| whatif::replay(schedules(removed), cpus, removed));
+    let bound_only = whatif::bound(&schedules(None), cpus);
     let as_recorded = results
         .first()
         .and_then(|r| (r.unknown_cpu == 0).then_some(r.end_ns).flatten())

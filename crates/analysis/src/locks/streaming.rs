@@ -265,22 +265,27 @@ pub fn for_each_hold(
 
 /// One thread's recorded schedule as [`whatif::Step`](super::whatif::Step)s, from its stream
 /// paired as [`analyze_streams`] pairs it (every hold, before any filter): its own time
-/// between lock calls, each lock call (the wait dropped) and each release, from the stream's
-/// first event to its last. Memory: the thread's open holds.
-pub fn schedule_steps<'s, 'a>(
+/// between lock calls, each call of a lock `keep` names (the wait dropped) and each release,
+/// from the stream's first event to its last. The calls of the other locks (a lock only this
+/// thread takes, which excludes no one; the lock whose waits a what-if removes) are left out
+/// and the time around them joined into one step, and so are their waits. Memory: the
+/// thread's open holds.
+pub fn schedule_steps<'s, 'a, K: Fn(LockKey) -> bool>(
     stream: &LockStream<'s, 'a>,
     clock: &Conversion,
     sample_every: u32,
     end_ns: u64,
-) -> Steps<'s, 'a> {
-    let fast = FastClock::new(clock);
-    let mut c = fast;
-    let start = stream.stream.first_ts.map_or(0, |t| c.ns(t));
-    let last = stream.stream.last_ts.map_or(start, |t| c.ns(t));
+    keep: K,
+) -> Steps<'s, 'a, K> {
+    let mut fast = FastClock::new(clock);
+    let start = stream.stream.first_ts.map_or(0, |t| fast.ns(t));
+    let last = stream.stream.last_ts.map_or(start, |t| fast.ns(t));
     Steps {
         pairer: Pairer::new(0, stream.stream, fast, sample_every, end_ns, false),
+        keep,
         cursor: start,
         last,
+        run: 0,
         releases: BinaryHeap::new(),
         order: 0,
         out: VecDeque::new(),
@@ -289,26 +294,37 @@ pub fn schedule_steps<'s, 'a>(
 }
 
 /// The iterator [`schedule_steps`] returns.
-pub struct Steps<'s, 'a> {
+pub struct Steps<'s, 'a, K> {
     pairer: Pairer<'s, 'a>,
-    /// The time up to which steps were given.
+    keep: K,
+    /// The time up to which steps were made.
     cursor: u64,
     last: u64,
-    /// Releases still to come, by time (then production order).
+    /// Own time since the last step given, not yet given.
+    run: u64,
+    /// Releases of kept locks still to come, by time (then production order).
     releases: BinaryHeap<Reverse<(u64, u64, LockKey)>>,
     order: u64,
     out: VecDeque<super::whatif::Step>,
     finished: bool,
 }
 
-impl Steps<'_, '_> {
+impl<K: Fn(LockKey) -> bool> Steps<'_, '_, K> {
     fn run_to(&mut self, t: u64) {
         if t > self.cursor {
-            self.out.push_back(super::whatif::Step::Run {
-                wall_ns: t - self.cursor,
-            });
+            self.run += t - self.cursor;
             self.cursor = t;
         }
+    }
+
+    /// `step`, after the own time before it.
+    fn emit(&mut self, step: super::whatif::Step) {
+        if self.run > 0 {
+            self.out.push_back(super::whatif::Step::Run {
+                wall_ns: std::mem::take(&mut self.run),
+            });
+        }
+        self.out.push_back(step);
     }
 
     /// Releases at or before `t`, each after the time that led to it.
@@ -319,12 +335,12 @@ impl Steps<'_, '_> {
             }
             self.releases.pop();
             self.run_to(at);
-            self.out.push_back(super::whatif::Step::Release { lock });
+            self.emit(super::whatif::Step::Release { lock });
         }
     }
 }
 
-impl Iterator for Steps<'_, '_> {
+impl<K: Fn(LockKey) -> bool> Iterator for Steps<'_, '_, K> {
     type Item = super::whatif::Step;
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -339,20 +355,28 @@ impl Iterator for Steps<'_, '_> {
                 Some(SeqHold { hold: h, .. }) => {
                     self.release_until(h.requested_ns);
                     self.run_to(h.requested_ns);
-                    self.out.push_back(super::whatif::Step::Acquire {
-                        lock: h.lock,
-                        shared: h.shared,
-                    });
+                    // The wait is not own time: the replay makes its own (or none).
                     self.cursor = self.cursor.max(h.acquired_ns);
-                    self.releases
-                        .push(Reverse((h.released_ns, self.order, h.lock)));
-                    self.order += 1;
+                    if (self.keep)(h.lock) {
+                        self.emit(super::whatif::Step::Acquire {
+                            lock: h.lock,
+                            shared: h.shared,
+                        });
+                        self.releases
+                            .push(Reverse((h.released_ns, self.order, h.lock)));
+                        self.order += 1;
+                    }
                 }
                 None => {
                     self.finished = true;
                     self.release_until(u64::MAX);
                     let last = self.last;
                     self.run_to(last);
+                    if self.run > 0 {
+                        self.out.push_back(super::whatif::Step::Run {
+                            wall_ns: std::mem::take(&mut self.run),
+                        });
+                    }
                 }
             }
         }

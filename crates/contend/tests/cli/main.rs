@@ -33,4 +33,5 @@ mod report;
 mod scale;
 mod sharing;
 mod topo;
+mod whatif;
 mod r#where;
