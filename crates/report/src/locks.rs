@@ -203,7 +203,7 @@ fn what_if_cell(l: &LockStats, what_if: Option<&WhatIfs>) -> String {
         Some(p) if p.method == Method::Replay => {
             format!("{} (bound {})", ms(p.predicted_ns), ms(p.bound_ns))
         }
-        Some(p) => format!("≥ {} (bound only)", ms(p.bound_ns)),
+        Some(p) => format!("{} (bound only)", ms(p.bound_ns)),
         None => "n/a".into(),
     }
 }
