@@ -278,8 +278,43 @@ pub(crate) fn what_if(
             (first.saturating_sub(start), own, cpu)
         })
         .collect();
-    // What the run did after its last lock-recording thread ended (main's join and exit).
-    let tail = r.end_ns.saturating_sub(last_end);
+    // The thread that ended last (the main thread, joining the others) waited for them in a
+    // call contend does not trace: its steps end at its last lock event, and what the run did
+    // after the other threads ended (the join's return, the exit) is kept as recorded. With
+    // one thread, what the run did after it ended.
+    let lasts: Vec<u64> = lock_streams
+        .iter()
+        .zip(&shapes)
+        .map(|(s, &(start, ..))| s.stream.last_ts.map_or(start + r.start_ns, |t| clock.ns(t)))
+        .collect();
+    let joiner = (lasts.len() > 1)
+        .then(|| (0..lasts.len()).max_by_key(|&i| (lasts[i], std::cmp::Reverse(i))))
+        .flatten();
+    let others_last = lasts
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| Some(i) != joiner)
+        .map(|(_, &t)| t)
+        .max()
+        .unwrap_or(last_end);
+    let tail = r.end_ns.saturating_sub(others_last);
+    // The joiner's own time is up to its last lock event: one pass over its stream to find it.
+    let mut shapes = shapes;
+    if let Some(j) = joiner {
+        shapes[j].1 = analysis::locks::schedule_steps(
+            &lock_streams[j],
+            &clock,
+            every,
+            r.end_ns,
+            |_| false,
+            true,
+        )
+        .map(|step| match step {
+            whatif::Step::Run { wall_ns } => wall_ns,
+            _ => 0,
+        })
+        .sum();
+    }
     // Only a lock two threads take can make one wait: the others' calls are left out.
     let shared: HashSet<analysis::locks::LockKey> = r
         .locks
@@ -292,14 +327,20 @@ pub(crate) fn what_if(
         lock_streams
             .iter()
             .zip(&shapes)
-            .map(|(s, &(start_ns, own_ns, cpu))| ThreadSchedule {
+            .enumerate()
+            .map(|(i, (s, &(start_ns, own_ns, cpu)))| ThreadSchedule {
                 start_ns,
                 own_ns,
                 cpu_ns: cpu.map(|c| c.0),
                 runq_ns: cpu.map_or(0, |c| c.1),
-                steps: analysis::locks::schedule_steps(s, &clock, every, r.end_ns, move |k| {
-                    Some(k) != removed && shared.contains(&k)
-                }),
+                steps: analysis::locks::schedule_steps(
+                    s,
+                    &clock,
+                    every,
+                    r.end_ns,
+                    move |k| Some(k) != removed && shared.contains(&k),
+                    Some(i) == joiner,
+                ),
             })
             .collect::<Vec<_>>()
     };

@@ -269,13 +269,16 @@ pub fn for_each_hold(
 /// from the stream's first event to its last. The calls of the other locks (a lock only this
 /// thread takes, which excludes no one; the lock whose waits a what-if removes) are left out
 /// and the time around them joined into one step, and so are their waits. Memory: the
-/// thread's open holds.
+/// thread's open holds. With `to_last_event`, the steps end at the thread's last lock event:
+/// what a thread does after it is the caller's to account for (the main thread joining the
+/// others: a wait contend does not trace, which would otherwise replay as a sleep).
 pub fn schedule_steps<'s, 'a, K: Fn(LockKey) -> bool>(
     stream: &LockStream<'s, 'a>,
     clock: &Conversion,
     sample_every: u32,
     end_ns: u64,
     keep: K,
+    to_last_event: bool,
 ) -> Steps<'s, 'a, K> {
     let mut fast = FastClock::new(clock);
     let start = stream.stream.first_ts.map_or(0, |t| fast.ns(t));
@@ -290,6 +293,7 @@ pub fn schedule_steps<'s, 'a, K: Fn(LockKey) -> bool>(
         order: 0,
         out: VecDeque::new(),
         finished: false,
+        to_last_event,
     }
 }
 
@@ -307,6 +311,7 @@ pub struct Steps<'s, 'a, K> {
     order: u64,
     out: VecDeque<super::whatif::Step>,
     finished: bool,
+    to_last_event: bool,
 }
 
 impl<K: Fn(LockKey) -> bool> Steps<'_, '_, K> {
@@ -370,8 +375,10 @@ impl<K: Fn(LockKey) -> bool> Iterator for Steps<'_, '_, K> {
                 None => {
                     self.finished = true;
                     self.release_until(u64::MAX);
-                    let last = self.last;
-                    self.run_to(last);
+                    if !self.to_last_event {
+                        let last = self.last;
+                        self.run_to(last);
+                    }
                     if self.run > 0 {
                         self.out.push_back(super::whatif::Step::Run {
                             wall_ns: std::mem::take(&mut self.run),
