@@ -298,23 +298,39 @@ pub(crate) fn what_if(
         .max()
         .unwrap_or(last_end);
     let tail = r.end_ns.saturating_sub(others_last);
-    // The joiner's own time is up to its last lock event: one pass over its stream to find it.
+    let replayed = affordable.min(chosen.len());
+    // Without any thread's CPU time a replay could only give the bound: not run.
+    let jobs: Vec<Option<analysis::locks::LockKey>> = if affordable == 0 || services.is_empty() {
+        Vec::new()
+    } else {
+        std::iter::once(None)
+            .chain(chosen[..replayed].iter().copied().map(Some))
+            .collect()
+    };
+    // The joiner's own time is up to its last lock event: one pass over its stream to find it
+    // (only when replaying: on a run too long to replay, the pass would cost as much). For the
+    // bound alone, the joiner counts its CPU time only: it waited for the others anyway.
     let mut shapes = shapes;
     if let Some(j) = joiner {
-        shapes[j].1 = analysis::locks::schedule_steps(
-            &lock_streams[j],
-            &clock,
-            every,
-            r.end_ns,
-            |_| false,
-            true,
-        )
-        .map(|step| match step {
-            whatif::Step::Run { wall_ns } => wall_ns,
-            _ => 0,
-        })
-        .sum();
+        shapes[j].1 = if jobs.is_empty() {
+            shapes[j].2.map_or(0, |c| c.0)
+        } else {
+            analysis::locks::schedule_steps(
+                &lock_streams[j],
+                &clock,
+                every,
+                r.end_ns,
+                |_| false,
+                true,
+            )
+            .map(|step| match step {
+                whatif::Step::Run { wall_ns } => wall_ns,
+                _ => 0,
+            })
+            .sum()
+        };
     }
+    let shapes = shapes;
     // Only a lock two threads take can make one wait: the others' calls are left out.
     let shared: HashSet<analysis::locks::LockKey> = r
         .locks
@@ -343,15 +359,6 @@ pub(crate) fn what_if(
                 ),
             })
             .collect::<Vec<_>>()
-    };
-    let replayed = affordable.min(chosen.len());
-    // Without any thread's CPU time a replay could only give the bound: not run.
-    let jobs: Vec<Option<analysis::locks::LockKey>> = if affordable == 0 || services.is_empty() {
-        Vec::new()
-    } else {
-        std::iter::once(None)
-            .chain(chosen[..replayed].iter().copied().map(Some))
-            .collect()
     };
     let results = run_parallel(&jobs, |removed| {
         whatif::replay(schedules(removed), cpus, removed)
