@@ -73,5 +73,6 @@ print(p["predicted_ns"], p["bound_ns"], v.get("replayed_as_recorded_ns") or 0, v
 echo "| program | predicted (ms) | bound (ms) | model's replay of the recorded run (ms) | measured with -n, median (runs) (ms) | error | idle % before record; before each -n run |"
 echo "|---|---|---|---|---|---|---|"
 check "planted_hold" hot_lock.addr "$work/planted_hold"
+check "planted_hold -k 50 -w 200 (the issue's case)" hot_lock.addr "$work/planted_hold" -k 50 -w 200
 check "serialised -t 2" big_lock.addr "$work/serialised" -t 2 -i "$iters"
 check "serialised -t 4" big_lock.addr "$work/serialised" -t 4 -i "$iters"
