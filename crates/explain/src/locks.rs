@@ -177,8 +177,8 @@ fn name_addresses(
 }
 
 /// Lock events × replays the what-if may cost: each replay pairs every lock event again and
-/// simulates the steps of the shared locks (45 ns per event measured on lock_loop), so this
-/// keeps the replays under about a second of CPU time (half that on two CPUs). Above it the
+/// simulates the steps of the shared locks (25 ns per event measured on lock_loop), so this
+/// keeps the replays under about half a second of CPU time (half that on two CPUs). Above it the
 /// locks shown last are not replayed; when not even the run as recorded and one lock fit, the
 /// what-if is skipped, and the report says so (the 56 M-event run of scripts/bench-report.sh
 /// is read at the speed it was before the what-if).
