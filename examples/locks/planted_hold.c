@@ -2,10 +2,13 @@
  * planted_hold: a lock held for a known time by a known number of threads.
  *
  * THREADS threads each take the global `hot_lock` HOLDS times, always from one call site in
- * update_shared_counter(), and keep it for HOLD_US microseconds (a busy-wait on
- * CLOCK_MONOTONIC, so the hold is exact and the holder stays on the CPU); between holds
- * each does WORK_US of busy work outside the lock.  With the defaults the lock is wanted
- * ~90 % of the time by each of 4 threads, so almost every acquisition waits.
+ * update_shared_counter(), and keep it while doing HOLD_US microseconds of CPU work (a
+ * busy-wait on the thread's CPU clock, CLOCK_THREAD_CPUTIME_ID, so the holder stays on the
+ * CPU and a holder that is preempted does not count the time it was off it as work done:
+ * the hold is HOLD_US or longer on the wall clock); between holds each does WORK_US of CPU
+ * work outside the lock, spun the same way.  So the program's CPU demand is fixed, whatever
+ * the machine's load: THREADS x HOLDS x (HOLD_US + WORK_US).  With the defaults the lock is
+ * wanted ~90 % of the time by each of 4 threads, so almost every acquisition waits.
  * Thread 0 alone also takes `cold_lock` COLD times per round from record_private_stat():
  * no other thread ever touches it, so it can never be contended.
  *
@@ -38,7 +41,12 @@
  * busy with other work a spinning holder that is preempted keeps the lock for whole time
  * slices of the others, a sleeping one only for its wake-up latency.
  *
- * usage: planted_hold [-t THREADS] [-k HOLDS] [-H HOLD_US] [-w WORK_US] [-c COLD] [-s]
+ * With -n ("no lock") every thread takes a lock of its own instead of hot_lock, by the same
+ * calls at the same site, doing the same work: the program with the contention fixed, whose
+ * run time is what a what-if on hot_lock should predict (`own_locks=1` in the truth line;
+ * the hot_lock.* fields then add up the threads' own locks, hot_lock.addr is thread 0's).
+ *
+ * usage: planted_hold [-t THREADS] [-k HOLDS] [-H HOLD_US] [-w WORK_US] [-c COLD] [-s] [-n]
  * defaults: -t 4 -k 100 -H 1000 -w 100 -c 25   (about 0.43 s on 2 CPUs)
  *
  * build: cc -O2 -g -pthread planted_hold.c -o planted_hold
@@ -64,14 +72,31 @@ static inline int64_t now_ns(void)
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-/* Busy-wait (on the CPU, not asleep) until CLOCK_MONOTONIC reaches `deadline`; returns the
- * time it read last, which is >= deadline.  Exact to one clock read (tens of ns). */
-static inline int64_t spin_until(int64_t deadline)
+/* Nanoseconds of CPU time of the calling thread. */
+static inline int64_t thread_cpu_ns(void)
 {
-    int64_t t;
-    while ((t = now_ns()) < deadline)
-        ;
-    return t;
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Busy-wait (on the CPU, not asleep) for `ns` of this thread's CPU time: time spent preempted
+ * does not count, so the work done is the same on an idle or a busy machine.  The CPU clock
+ * is a system call (~0.3 us), so in between the loop spins on CLOCK_MONOTONIC (vDSO) for at
+ * most what is left, in steps of up to 20 us: a step cut by a preemption ends with less CPU
+ * time than wall time, and the next reading of the CPU clock makes it up.  Exact to one CPU
+ * clock read. */
+static inline void spin_cpu(int64_t ns)
+{
+    int64_t deadline = thread_cpu_ns() + ns;
+    for (;;) {
+        int64_t left = deadline - thread_cpu_ns();
+        if (left <= 0)
+            return;
+        int64_t until = now_ns() + (left < 20000 ? left : 20000);
+        while (now_ns() < until)
+            ;
+    }
 }
 
 /* Parse a non-negative integer option value or exit with a usage message. */
@@ -95,20 +120,29 @@ static inline const char *base_name(const char *path)
 }
 /* ----------------------------------------------------------------------------------- */
 
+/* A lock and what it protects: a counter, and its last holder's final clock read before
+ * unlocking. */
+struct lane {
+    pthread_mutex_t *lock;
+    long counter;
+    int64_t hold_end;
+};
+
 static pthread_mutex_t hot_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct lane hot_lane = {&hot_lock, 0, 0};
 static pthread_mutex_t cold_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static long shared_counter;  /* protected by hot_lock */
 static long private_stat;    /* protected by cold_lock (only thread 0 uses it) */
 
 static int nthreads = 4;
 static long holds = 100, cold_per_round = 25;
 static int64_t hold_ns = 1000000, work_ns = 100000;
 static int sleep_hold; /* -s */
+static int own_locks;  /* -n */
 
 static int hot_line, cold_line; /* source lines of the two pthread_mutex_lock calls */
-/* Each lock's last holder's final clock read before unlocking, protected by the lock. */
-static int64_t hot_hold_end, cold_hold_end;
+/* cold_lock's last holder's final clock read before unlocking, protected by it. */
+static int64_t cold_hold_end;
 static pthread_mutex_t warm_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int go;
 
@@ -140,25 +174,24 @@ static void account(struct sums *s, int64_t t0, int64_t t1, int64_t t2, int64_t 
         s->hold2_free += (double)hold * (double)hold;
 }
 
-/* The planted hot spot: the only place hot_lock is taken. */
-__attribute__((noinline)) static void update_shared_counter(struct sums *s)
+/* The planted hot spot: the only place hot_lock (or, with -n, a thread's own lock) is taken. */
+__attribute__((noinline)) static void update_shared_counter(struct sums *s, struct lane *l)
 {
     int64_t t0 = now_ns();
-    pthread_mutex_lock(&hot_lock); hot_line = __LINE__;
+    pthread_mutex_lock(l->lock); hot_line = __LINE__;
     int64_t t1 = now_ns();
-    int64_t prev_end = hot_hold_end;
-    shared_counter++;
-    int64_t t2;
+    int64_t prev_end = l->hold_end;
+    l->counter++;
     if (sleep_hold) { /* the planted hold, asleep */
         struct timespec d = {hold_ns / 1000000000, hold_ns % 1000000000};
         while (nanosleep(&d, &d) != 0)
             ;
-        t2 = now_ns();
     } else {
-        t2 = spin_until(t1 + hold_ns); /* the planted hold */
+        spin_cpu(hold_ns); /* the planted hold: HOLD_US of CPU work */
     }
-    hot_hold_end = t2;
-    pthread_mutex_unlock(&hot_lock);
+    int64_t t2 = now_ns();
+    l->hold_end = t2;
+    pthread_mutex_unlock(l->lock);
     account(s, t0, t1, t2, prev_end);
 }
 
@@ -180,7 +213,10 @@ struct worker {
     pthread_t thread;
     int id;
     struct sums hot, cold;
-};
+    /* The thread's own lock, used instead of hot_lock with -n (a cache line of its own). */
+    pthread_mutex_t own_lock __attribute__((aligned(64)));
+    struct lane own;
+} __attribute__((aligned(64)));
 
 static void *worker_main(void *arg)
 {
@@ -192,12 +228,13 @@ static void *worker_main(void *arg)
     pthread_mutex_unlock(&warm_lock);
     while (!atomic_load(&go)) /* start together, without a pthread barrier in the trace */
         ;
+    struct lane *l = own_locks ? &w->own : &hot_lane;
     for (long i = 0; i < holds; i++) {
-        update_shared_counter(&w->hot);
+        update_shared_counter(&w->hot, l);
         if (w->id == 0)
             for (long j = 0; j < cold_per_round; j++)
                 record_private_stat(&w->cold);
-        spin_until(now_ns() + work_ns); /* work outside the lock */
+        spin_cpu(work_ns); /* work outside the lock */
     }
     return NULL;
 }
@@ -205,13 +242,14 @@ static void *worker_main(void *arg)
 static void usage(const char *prog)
 {
     fprintf(stderr,
-            "usage: %s [-t THREADS] [-k HOLDS] [-H HOLD_US] [-w WORK_US] [-c COLD] [-s]\n"
+            "usage: %s [-t THREADS] [-k HOLDS] [-H HOLD_US] [-w WORK_US] [-c COLD] [-s] [-n]\n"
             "  -t  threads taking hot_lock (default 4)\n"
             "  -k  acquisitions of hot_lock per thread (default 100)\n"
-            "  -H  hold time of hot_lock in microseconds, busy unless -s (default 1000)\n"
-            "  -w  busy work between acquisitions in microseconds (default 100)\n"
+            "  -H  hold time of hot_lock: microseconds of CPU work, unless -s (default 1000)\n"
+            "  -w  CPU work between acquisitions in microseconds (default 100)\n"
             "  -c  acquisitions of cold_lock per round, thread 0 only (default 25)\n"
-            "  -s  hold hot_lock asleep (nanosleep) rather than busy\n",
+            "  -s  hold hot_lock asleep (nanosleep) rather than busy\n"
+            "  -n  each thread takes a lock of its own instead of hot_lock (no contention)\n",
             prog);
     exit(2);
 }
@@ -219,7 +257,7 @@ static void usage(const char *prog)
 int main(int argc, char **argv)
 {
     int opt;
-    while ((opt = getopt(argc, argv, "t:k:H:w:c:sh")) != -1) {
+    while ((opt = getopt(argc, argv, "t:k:H:w:c:snh")) != -1) {
         switch (opt) {
         case 't': nthreads = (int)parse_count(argv[0], 't', optarg, 1, 1024); break;
         case 'k': holds = parse_count(argv[0], 'k', optarg, 1, 100000000); break;
@@ -227,17 +265,21 @@ int main(int argc, char **argv)
         case 'w': work_ns = parse_count(argv[0], 'w', optarg, 0, 10000000) * 1000; break;
         case 'c': cold_per_round = parse_count(argv[0], 'c', optarg, 0, 1000000); break;
         case 's': sleep_hold = 1; break;
+        case 'n': own_locks = 1; break;
         default: usage(argv[0]);
         }
     }
     if (optind != argc)
         usage(argv[0]);
 
-    struct worker *w = calloc((size_t)nthreads, sizeof *w);
+    struct worker *w = aligned_alloc(64, sizeof *w * (size_t)nthreads);
     if (!w)
         return 1;
+    memset(w, 0, sizeof *w * (size_t)nthreads);
     for (int i = 0; i < nthreads; i++) {
         w[i].id = i;
+        pthread_mutex_init(&w[i].own_lock, NULL);
+        w[i].own.lock = &w[i].own_lock;
         if (pthread_create(&w[i].thread, NULL, worker_main, &w[i]) != 0) {
             perror("pthread_create");
             return 1;
@@ -250,7 +292,9 @@ int main(int argc, char **argv)
     int64_t elapsed = now_ns() - start;
 
     struct sums hot = {0}, cold = {0};
+    long counted = hot_lane.counter;
     for (int i = 0; i < nthreads; i++) {
+        counted += w[i].own.counter;
         hot.acquisitions += w[i].hot.acquisitions;
         hot.held_at_call += w[i].hot.held_at_call;
         hot.hold2_ns += w[i].hot.hold2_ns;
@@ -274,7 +318,7 @@ int main(int argc, char **argv)
         if (w[i].cold.max_wait_ns > cold.max_wait_ns)
             cold.max_wait_ns = w[i].cold.max_wait_ns;
     }
-    if (shared_counter != hot.acquisitions || private_stat != cold.acquisitions) {
+    if (counted != hot.acquisitions || private_stat != cold.acquisitions) {
         fprintf(stderr, "planted_hold: counters disagree: the locks did not exclude\n");
         return 1;
     }
@@ -286,7 +330,7 @@ int main(int argc, char **argv)
     if (cold_line)
         snprintf(cold_site, sizeof cold_site, "%s:%d:record_private_stat", file, cold_line);
     printf("truth program=planted_hold threads=%d holds_per_thread=%ld hold_ns=%lld "
-           "work_ns=%lld cold_per_round=%ld "
+           "work_ns=%lld cold_per_round=%ld own_locks=%d "
            "hot_lock.addr=%p hot_lock.site=%s hot_lock.threads=%d "
            "hot_lock.acquisitions=%ld hot_lock.hold_ns_total=%lld hot_lock.wait_ns_total=%lld "
            "hot_lock.wait_ns_max=%lld hot_lock.waits_over_5us=%ld hot_lock.held_at_call=%ld "
@@ -296,8 +340,9 @@ int main(int argc, char **argv)
            "cold_lock.wait_ns_max=%lld cold_lock.waits_over_5us=%ld cold_lock.held_at_call=%ld "
            "cold_lock.hold_ns_max=%lld cold_lock.hold_ns2_total=%.0f cold_lock.hold_ns2_free=%.0f "
            "elapsed_ns=%lld\n",
-           nthreads, holds, (long long)hold_ns, (long long)work_ns, cold_per_round,
-           (void *)&hot_lock, hot_site, nthreads, hot.acquisitions,
+           nthreads, holds, (long long)hold_ns, (long long)work_ns, cold_per_round, own_locks,
+           (void *)(own_locks ? &w[0].own_lock : &hot_lock), hot_site, own_locks ? 1 : nthreads,
+           hot.acquisitions,
            (long long)hot.hold_ns, (long long)hot.wait_ns, (long long)hot.max_wait_ns,
            hot.waits_over_5us, hot.held_at_call, (long long)hot.max_hold_ns, hot.hold2_ns,
            hot.hold2_free,

@@ -30,7 +30,13 @@
  *     worker0.cpu_ns=401234567 worker0.wait_ns=399876543 ... big_lock.addr=0x55... wall_ns=...
  * Fields are documented in examples/README.md.
  *
- * usage: serialised [-t THREADS] [-w WORK_MS] [-c CHUNK_MS] [-i ITERS_PER_MS]
+ * With -n ("no lock") each thread takes a lock of its own instead of big_lock, by the same
+ * call, around the same chunks of the same compute (on a hash state of its own, no hand-over
+ * wait): the program with the serialisation fixed, whose run time a what-if on big_lock
+ * should predict (`own_locks=1` in the truth line; big_lock.* then add up the threads' own
+ * locks, big_lock.addr is thread 0's).
+ *
+ * usage: serialised [-t THREADS] [-w WORK_MS] [-c CHUNK_MS] [-i ITERS_PER_MS] [-n]
  * defaults: -t 2 -w 400 -c 25 -i 0 (calibrate)   (about 0.82 s on any number of CPUs)
  *
  * build: cc -O2 -g -pthread serialised.c -o serialised
@@ -114,11 +120,18 @@ static inline long gettid_long(void)
 }
 /* ----------------------------------------------------------------------------------- */
 
+/* A lock and what it protects. */
+struct lane {
+    pthread_mutex_t *lock;
+    uint64_t state;
+    long chunks_done;
+    int last_holder;
+    long hand_offs;
+};
+
 static pthread_mutex_t big_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t shared_state = 0x243f6a8885a308d3ULL; /* protected by big_lock */
-static long chunks_done;                              /* protected by big_lock */
-static int last_holder = -1;                          /* protected by big_lock */
-static long hand_offs;                                /* protected by big_lock */
+static struct lane big = {&big_lock, 0x243f6a8885a308d3ULL, 0, -1, 0};
+static int own_locks; /* -n */
 
 static atomic_long acquisitions; /* bumped by each holder: lets a releaser see a handover */
 static atomic_int waiting;       /* threads inside pthread_mutex_lock(&big_lock) */
@@ -130,27 +143,29 @@ static pthread_barrier_t start_line;
 
 struct worker {
     pthread_t thread;
+    pthread_mutex_t own_lock; /* used instead of big_lock with -n */
+    struct lane own;
     int id;
     long tid, chunks, handover_spins;
     int64_t cpu_ns, wait_ns, hold_ns, max_wait_ns, handover_ns;
 } __attribute__((aligned(64)));
 
 /* One chunk of work under big_lock: the only place big_lock is taken. */
-__attribute__((noinline)) static void run_chunk(struct worker *w, long iters)
+__attribute__((noinline)) static void run_chunk(struct worker *w, struct lane *l, long iters)
 {
     atomic_fetch_add(&waiting, 1);
     int64_t t0 = now_ns();
-    pthread_mutex_lock(&big_lock); lock_line = __LINE__;
+    pthread_mutex_lock(l->lock); lock_line = __LINE__;
     int64_t t1 = now_ns();
     atomic_fetch_sub(&waiting, 1);
     long seq = atomic_fetch_add(&acquisitions, 1) + 1;
-    shared_state = compute(shared_state ^ (uint64_t)w->id, iters);
-    chunks_done++;
-    if (last_holder >= 0 && last_holder != w->id)
-        hand_offs++;
-    last_holder = w->id;
+    l->state = compute(l->state ^ (uint64_t)w->id, iters);
+    l->chunks_done++;
+    if (l->last_holder >= 0 && l->last_holder != w->id)
+        l->hand_offs++;
+    l->last_holder = w->id;
     int64_t t2 = now_ns();
-    pthread_mutex_unlock(&big_lock);
+    pthread_mutex_unlock(l->lock);
 
     int64_t wait = t1 - t0;
     w->chunks++;
@@ -161,7 +176,7 @@ __attribute__((noinline)) static void run_chunk(struct worker *w, long iters)
 
     /* Hand over: if someone is waiting, let them have it before we ask again.  (Often the
      * woken waiter has the lock already by now, and there is nothing to wait for.) */
-    if (atomic_load(&waiting) > 0 && atomic_load(&acquisitions) == seq) {
+    if (!own_locks && atomic_load(&waiting) > 0 && atomic_load(&acquisitions) == seq) {
         int64_t h0 = now_ns();
         const struct timespec step = {0, 20000}; /* 20 µs */
         while (atomic_load(&acquisitions) == seq)
@@ -179,12 +194,13 @@ static void *worker_main(void *arg)
     pthread_setname_np(pthread_self(), name);
     w->tid = gettid_long();
     pthread_barrier_wait(&start_line);
+    struct lane *l = own_locks ? &w->own : &big;
     long left = work_ms * iters_per_ms, chunk = chunk_ms * iters_per_ms;
     if (chunk < 1)
         chunk = 1;
     while (left > 0) {
         long n = left < chunk ? left : chunk;
-        run_chunk(w, n);
+        run_chunk(w, l, n);
         left -= n;
     }
     w->cpu_ns = thread_cpu_ns();
@@ -194,11 +210,12 @@ static void *worker_main(void *arg)
 static void usage(const char *prog, FILE *to, int code)
 {
     fprintf(to,
-            "usage: %s [-t THREADS] [-w WORK_MS] [-c CHUNK_MS] [-i ITERS_PER_MS]\n"
+            "usage: %s [-t THREADS] [-w WORK_MS] [-c CHUNK_MS] [-i ITERS_PER_MS] [-n]\n"
             "  -t  worker threads (default 2)\n"
             "  -w  compute per thread, in ms of CPU time on this machine (default 400)\n"
             "  -c  compute per hold of big_lock, ms (default 25)\n"
             "  -i  iterations of compute() per ms (default 0: calibrate at start)\n"
+            "  -n  each thread takes a lock of its own instead of big_lock (no serialisation)\n"
             "Prints a `truth ...` line with each worker's CPU time, lock waits and holds.\n",
             prog);
     exit(code);
@@ -207,12 +224,13 @@ static void usage(const char *prog, FILE *to, int code)
 int main(int argc, char **argv)
 {
     int opt;
-    while ((opt = getopt(argc, argv, "t:w:c:i:h")) != -1) {
+    while ((opt = getopt(argc, argv, "t:w:c:i:nh")) != -1) {
         switch (opt) {
         case 't': nthreads = (int)parse_count(argv[0], 't', optarg, 1, 1024); break;
         case 'w': work_ms = parse_count(argv[0], 'w', optarg, 0, 100000000); break;
         case 'c': chunk_ms = parse_count(argv[0], 'c', optarg, 1, 100000000); break;
         case 'i': iters_per_ms = parse_count(argv[0], 'i', optarg, 0, 1000000000); break;
+        case 'n': own_locks = 1; break;
         case 'h': usage(argv[0], stdout, 0); break;
         default: usage(argv[0], stderr, 2);
         }
@@ -232,6 +250,8 @@ int main(int argc, char **argv)
     pthread_barrier_init(&start_line, NULL, (unsigned)nthreads + 1);
     for (int i = 0; i < nthreads; i++) {
         w[i].id = i;
+        pthread_mutex_init(&w[i].own_lock, NULL);
+        w[i].own = (struct lane){&w[i].own_lock, big.state, 0, -1, 0};
         if (pthread_create(&w[i].thread, NULL, worker_main, &w[i]) != 0) {
             perror("pthread_create");
             return 1;
@@ -243,11 +263,16 @@ int main(int argc, char **argv)
         pthread_join(w[i].thread, NULL);
     int64_t wall = now_ns() - start;
 
-    long chunks = 0, spins = 0;
+    long chunks = 0, spins = 0, chunks_done = big.chunks_done, hand_offs = big.hand_offs;
+    uint64_t checksum = big.state;
     int64_t cpu_min = INT64_MAX, cpu_max = 0, cpu_total = 0, wait_total = 0, hold_total = 0,
             wait_max = 0, handover_total = 0;
     for (int i = 0; i < nthreads; i++) {
         chunks += w[i].chunks;
+        chunks_done += w[i].own.chunks_done;
+        hand_offs += w[i].own.hand_offs;
+        if (own_locks)
+            checksum ^= w[i].own.state;
         spins += w[i].handover_spins;
         cpu_total += w[i].cpu_ns;
         wait_total += w[i].wait_ns;
@@ -270,9 +295,9 @@ int main(int argc, char **argv)
         snprintf(site, sizeof site, "%s:%d:run_chunk", file ? file + 1 : __FILE__, lock_line);
     }
     printf("truth program=serialised threads=%d work_ms=%ld chunk_ms=%ld iters_per_ms=%ld "
-           "iters_per_thread=%ld calibration_ns=%lld",
+           "iters_per_thread=%ld calibration_ns=%lld own_locks=%d",
            nthreads, work_ms, chunk_ms, iters_per_ms, work_ms * iters_per_ms,
-           (long long)calibration_ns);
+           (long long)calibration_ns, own_locks);
     for (int i = 0; i < nthreads; i++)
         printf(" worker%d.tid=%ld worker%d.cpu_ns=%lld worker%d.wait_ns=%lld worker%d.hold_ns=%lld",
                i, w[i].tid, i, (long long)w[i].cpu_ns, i, (long long)w[i].wait_ns, i,
@@ -282,10 +307,11 @@ int main(int argc, char **argv)
            " big_lock.wait_ns_total=%lld big_lock.wait_ns_max=%lld big_lock.hold_ns_total=%lld"
            " big_lock.hand_offs=%ld handover_spins=%ld handover_ns_total=%lld wall_ns=%lld"
            " checksum=%016llx\n",
-           (long long)cpu_min, (long long)cpu_max, (long long)cpu_total, (void *)&big_lock,
+           (long long)cpu_min, (long long)cpu_max, (long long)cpu_total,
+           (void *)(own_locks ? &w[0].own_lock : &big_lock),
            site, chunks, (long long)wait_total, (long long)wait_max, (long long)hold_total,
            hand_offs, spins, (long long)handover_total, (long long)wall,
-           (unsigned long long)shared_state);
+           (unsigned long long)checksum);
     pthread_barrier_destroy(&start_line);
     free(w);
     return 0;

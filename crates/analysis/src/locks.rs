@@ -258,9 +258,10 @@ pub struct LockStats {
     pub threads: Vec<u32>,
     pub sites: Vec<SiteStats>,
     pub critical: Summary,
-    /// The run's length if this lock's waits on the critical path were zero: the run minus the
-    /// time during which a critical-path event waited for it (overlaps once). An optimistic
-    /// bound: the work the waits hid may then overlap differently.
+    /// The run's length minus the time during which a critical-path event waited for this lock
+    /// (overlaps once). Not a prediction: it forgets that the held work still needs the CPUs
+    /// (9× too short on 4 threads on 2 CPUs); the report shows the replay
+    /// ([`LockReport::what_if`]) instead, this stays in `--json` for older readers.
     pub what_if_ns: u64,
 }
 
@@ -332,6 +333,9 @@ pub struct LockReport {
     pub conds: Vec<CondStats>,
     pub barriers: Vec<BarrierStats>,
     pub unmatched: Unmatched,
+    /// The replayed what-if of the locks shown (`whatif`), when the caller made it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub what_if: Option<whatif::WhatIfs>,
     /// Every mutex event kept by the filter, by acquisition time (for timelines and exports).
     #[serde(skip)]
     pub holds: Vec<Hold>,
@@ -675,6 +679,7 @@ pub fn analyze(input: &LockInput, filter: &Filter) -> LockReport {
         conds,
         barriers,
         unmatched,
+        what_if: None,
         holds,
     }
 }
@@ -747,9 +752,10 @@ fn lock_stats(
 }
 
 mod streaming;
+pub mod whatif;
 pub use streaming::{
-    analyze_streams, for_each_hold, HoldId, LockStream, StreamOptions, StreamedLocks,
-    KEPT_BYTES_PER_CONTENDED,
+    analyze_streams, for_each_hold, schedule_steps, HoldId, LockStream, Steps, StreamOptions,
+    StreamedLocks, KEPT_BYTES_PER_CONTENDED,
 };
 
 #[cfg(test)]

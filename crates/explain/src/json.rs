@@ -91,6 +91,14 @@ fn locks_value(l: &crate::locks::Locks) -> Result<Value, serde_json::Error> {
         if let Some(name) = l.naming.locks.get(&lock.lock) {
             entry["lock"]["name"] = name.clone().into();
         }
+        // The lock's replayed what-if beside its figures (also in `what_if.locks`).
+        if let Some(p) = r
+            .what_if
+            .as_ref()
+            .and_then(|w| w.locks.iter().find(|p| p.lock == lock.lock))
+        {
+            entry["what_if"] = serde_json::to_value(p)?;
+        }
         if let Some(a) = l.naming.allocations.get(&lock.lock) {
             entry["lock"]["allocation"] = serde_json::to_value(a)?;
         }

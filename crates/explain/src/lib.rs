@@ -48,6 +48,8 @@ pub struct Options {
     pub mpi_job: Option<u32>,
     /// The cost of one cache-line transfer for the sharing section's estimated cost (ns).
     pub transfer_ns: f64,
+    /// How many of the locks, in the model's order, get the replayed what-if (those shown).
+    pub what_if_locks: usize,
 }
 
 impl Default for Options {
@@ -59,6 +61,7 @@ impl Default for Options {
             mpi_from: Vec::new(),
             mpi_job: None,
             transfer_ns: DEFAULT_TRANSFER_NS,
+            what_if_locks: 10,
         }
     }
 }

@@ -6,7 +6,7 @@
 use crate::names::{profile_frames, site_name, CallSite};
 use crate::Notice;
 use analysis::locks::{HoldId, LockStream};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use trace::Stream;
 
@@ -174,4 +174,274 @@ fn name_addresses(
         }
     }
     Ok((naming, sites))
+}
+
+/// Lock events × replays the what-if may cost: each replay pairs every lock event again and
+/// simulates the steps of the shared locks (25 ns per event measured on lock_loop), so this
+/// keeps the replays under about half a second of CPU time (half that on two CPUs). Above it the
+/// locks shown last are not replayed; when not even the run as recorded and one lock fit, the
+/// what-if is skipped, and the report says so (the 56 M-event run of scripts/bench-report.sh
+/// is read at the speed it was before the what-if).
+pub const WHAT_IF_BUDGET_EVENTS: u64 = 20_000_000;
+
+/// The replayed what-if (`analysis::locks::whatif`) of the first `options.what_if_locks`
+/// locks of `locks.report` that had contended acquisitions, stored in `locks.report.what_if`.
+/// Needs each thread's CPU time (`activity`, schedstat runs): without it each lock gets the
+/// bound, said so. Problems are notices.
+pub(crate) fn what_if(
+    meta: &trace::Meta,
+    streams: &[(String, Stream<'_>)],
+    locks: &mut Locks,
+    activity: Option<&crate::activity::Activity>,
+    options: &crate::Options,
+    notices: &mut Vec<Notice>,
+) {
+    use analysis::locks::whatif::{self, ThreadSchedule, WhatIf, WhatIfs};
+    let r = &locks.report;
+    let chosen: Vec<analysis::locks::LockKey> = r
+        .locks
+        .iter()
+        .take(options.what_if_locks)
+        .filter(|l| l.contended > 0)
+        .map(|l| l.lock)
+        .collect();
+    if chosen.is_empty() {
+        return;
+    }
+    if !r.filter.is_empty() {
+        notices.push(Notice(
+            "lock what-if: not replayed on a filtered report (the replay needs every hold); run `contend report` without the lock filters for it".into(),
+        ));
+        return;
+    }
+    let (cpus, cpus_from) = match (&meta.cpus, &meta.topology) {
+        (Some(c), _) if !c.is_empty() => (c.len() as u32, "placement"),
+        (_, Some(t)) if !t.topology.online.is_empty() => (t.topology.online.len() as u32, "online"),
+        _ => {
+            notices.push(Notice(
+                "lock what-if: not replayed: meta.json says neither the CPUs the run was confined to nor the CPUs online".into(),
+            ));
+            return;
+        }
+    };
+    let lock_streams: Vec<LockStream> = lock_streams(meta, streams)
+        .into_iter()
+        .map(|(_, s)| s)
+        .collect();
+    let events: u64 = lock_streams.iter().map(|s| s.stream.events).sum();
+    let dropped: u64 = lock_streams.iter().map(|s| s.stream.dropped).sum();
+    if dropped > 0 {
+        notices.push(Notice(format!(
+            "lock what-if: not replayed: the recorder dropped {dropped} lock events, whose holds would be missing from the schedule; re-record with a larger --ring-kb (or sampled, --locks=sampled:N) to have it"
+        )));
+        return;
+    }
+    // The run as recorded first (it says how far to trust the model), then each lock.
+    let affordable = (WHAT_IF_BUDGET_EVENTS / events.max(1)).saturating_sub(1) as usize;
+    if affordable == 0 {
+        notices.push(Notice(format!(
+            "lock what-if: not replayed: {events} lock events are more than the replay's budget ({} events); the per-lock column shows the bound only. Record a shorter stretch of the program (fewer iterations, or `record -p PID` for a while) to have it replayed",
+            WHAT_IF_BUDGET_EVENTS / 2
+        )));
+    } else if affordable < chosen.len() {
+        notices.push(Notice(format!(
+            "lock what-if: replayed for the first {affordable} of the {} contended locks shown ({events} lock events; budget {WHAT_IF_BUDGET_EVENTS} events × replays); the others show the bound only",
+            chosen.len()
+        )));
+    }
+    let clock = analysis::clock::Conversion::from_meta(&meta.clock);
+    let every = meta.lock_sample_every.unwrap_or(1);
+    let start = r.start_ns;
+    let services: HashMap<(u32, u32), (u64, u64)> = activity
+        .map(|a| {
+            a.view
+                .threads
+                .iter()
+                .map(|t| ((t.pid, t.tid), (t.service_ns, t.runq_wait_ns)))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut last_end = start;
+    // Per thread: start (after the run's), own time, (CPU time, run-queue wait) if known.
+    type Shape = (u64, u64, Option<(u64, u64)>);
+    let shapes: Vec<Shape> = lock_streams
+        .iter()
+        .zip(&r.threads)
+        .map(|(s, info)| {
+            let first = s.stream.first_ts.map_or(start, |t| clock.ns(t));
+            let last = s.stream.last_ts.map_or(first, |t| clock.ns(t)).max(first);
+            last_end = last_end.max(last);
+            let own = (last - first).saturating_sub(info.wait_ns);
+            let cpu = services
+                .get(&(s.stream.header.pid, s.stream.header.tid))
+                .copied();
+            (first.saturating_sub(start), own, cpu)
+        })
+        .collect();
+    // The thread that ended last (the main thread, joining the others) waited for them in a
+    // call contend does not trace: its steps end at its last lock event, and what the run did
+    // after the other threads ended (the join's return, the exit) is kept as recorded. With
+    // one thread, what the run did after it ended.
+    let lasts: Vec<u64> = lock_streams
+        .iter()
+        .zip(&shapes)
+        .map(|(s, &(start, ..))| s.stream.last_ts.map_or(start + r.start_ns, |t| clock.ns(t)))
+        .collect();
+    let joiner = (lasts.len() > 1)
+        .then(|| (0..lasts.len()).max_by_key(|&i| (lasts[i], std::cmp::Reverse(i))))
+        .flatten();
+    let others_last = lasts
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| Some(i) != joiner)
+        .map(|(_, &t)| t)
+        .max()
+        .unwrap_or(last_end);
+    let tail = r.end_ns.saturating_sub(others_last);
+    let replayed = affordable.min(chosen.len());
+    // Without any thread's CPU time a replay could only give the bound: not run.
+    let jobs: Vec<Option<analysis::locks::LockKey>> = if affordable == 0 || services.is_empty() {
+        Vec::new()
+    } else {
+        std::iter::once(None)
+            .chain(chosen[..replayed].iter().copied().map(Some))
+            .collect()
+    };
+    // The joiner's own time is up to its last lock event: one pass over its stream to find it
+    // (only when replaying: on a run too long to replay, the pass would cost as much). For the
+    // bound alone, the joiner counts its CPU time only: it waited for the others anyway.
+    let mut shapes = shapes;
+    if let Some(j) = joiner {
+        shapes[j].1 = if jobs.is_empty() {
+            shapes[j].2.map_or(0, |c| c.0)
+        } else {
+            analysis::locks::schedule_steps(
+                &lock_streams[j],
+                &clock,
+                every,
+                r.end_ns,
+                |_| false,
+                true,
+            )
+            .map(|step| match step {
+                whatif::Step::Run { wall_ns } => wall_ns,
+                _ => 0,
+            })
+            .sum()
+        };
+    }
+    let shapes = shapes;
+    // Only a lock two threads take can make one wait: the others' calls are left out.
+    let shared: HashSet<analysis::locks::LockKey> = r
+        .locks
+        .iter()
+        .filter(|l| l.threads.len() > 1)
+        .map(|l| l.lock)
+        .collect();
+    let schedules = |removed: Option<analysis::locks::LockKey>| {
+        let shared = &shared;
+        lock_streams
+            .iter()
+            .zip(&shapes)
+            .enumerate()
+            .map(|(i, (s, &(start_ns, own_ns, cpu)))| ThreadSchedule {
+                start_ns,
+                own_ns,
+                cpu_ns: cpu.map(|c| c.0),
+                runq_ns: cpu.map_or(0, |c| c.1),
+                steps: analysis::locks::schedule_steps(
+                    s,
+                    &clock,
+                    every,
+                    r.end_ns,
+                    move |k| Some(k) != removed && shared.contains(&k),
+                    Some(i) == joiner,
+                ),
+            })
+            .collect::<Vec<_>>()
+    };
+    let results = run_parallel(&jobs, |removed| {
+        whatif::replay(schedules(removed), cpus, removed)
+    });
+    let bound_only = whatif::bound(&schedules(None), cpus);
+    let as_recorded = results
+        .first()
+        .and_then(|r| (r.unknown_cpu == 0).then_some(r.end_ns).flatten())
+        .map(|e| whatif::run_time(e, tail));
+    let mut out = Vec::new();
+    for (k, &lock) in chosen.iter().enumerate() {
+        let (predicted, method, why) = match results.get(k + 1) {
+            Some(rep) => whatif::predict(rep),
+            None if services.is_empty() => (
+                bound_only,
+                whatif::Method::Bound,
+                Some("no thread's CPU time is known (no schedstat samples)".into()),
+            ),
+            None => (
+                bound_only,
+                whatif::Method::Bound,
+                Some("not replayed: over the replay's budget of events".into()),
+            ),
+        };
+        out.push(WhatIf {
+            lock,
+            predicted_ns: whatif::run_time(predicted, tail),
+            bound_ns: whatif::run_time(results.get(k + 1).map_or(bound_only, |r| r.bound_ns), tail),
+            method,
+            why_bound: why,
+        });
+    }
+    if services.is_empty() {
+        notices.push(Notice(
+            "lock what-if: no per-thread CPU time (recorded without schedstat sampling): each lock shows the bound only, with every thread's own time taken as CPU work".into(),
+        ));
+    }
+    locks.report.what_if = Some(WhatIfs {
+        method: whatif::METHOD,
+        cpus,
+        cpus_from,
+        assumptions: whatif::ASSUMPTIONS.to_vec(),
+        replayed_as_recorded_ns: as_recorded,
+        measured_ns: r.duration_ns(),
+        locks: out,
+    });
+}
+
+/// `f` of each job on up to as many threads as there are CPUs, results in job order.
+fn run_parallel<J: Copy + Send + Sync, R: Send>(jobs: &[J], f: impl Fn(J) -> R + Sync) -> Vec<R> {
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(jobs.len());
+    if workers < 2 {
+        return jobs.iter().map(|&j| f(j)).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut results: Vec<Option<R>> = Vec::new();
+    results.resize_with(jobs.len(), || None);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(&j) = jobs.get(k) else {
+                            return done;
+                        };
+                        done.push((k, f(j)));
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            let done = h.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+            for (k, r) in done {
+                results[k] = Some(r);
+            }
+        }
+    });
+    results
+        .into_iter()
+        .map(|r| r.expect("every job was taken by a worker"))
+        .collect()
 }

@@ -69,7 +69,7 @@ pub fn open(run: &Path, options: &Options) -> Result<Run, Error> {
             summary.events_dropped
         ));
     }
-    let locks = if meta.has(Captured::Locks) {
+    let mut locks = if meta.has(Captured::Locks) {
         Some(crate::locks::lock_report(
             dir.path(),
             &meta,
@@ -89,6 +89,9 @@ pub fn open(run: &Path, options: &Options) -> Result<Run, Error> {
     } else {
         None
     };
+    if let Some(l) = locks.as_mut() {
+        crate::locks::what_if(&meta, &parsed, l, activity.as_ref(), options, &mut notices);
+    }
     let mpi = crate::mpi::mpi(run, options, &mut notices)?;
     if mpi.is_none() && meta.has(Captured::Mpi) {
         notices.push(Notice(no_rank_traces(run)));

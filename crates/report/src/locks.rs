@@ -3,6 +3,7 @@
 //! and barriers as idle time, and what could not be paired.
 
 use crate::table::new_table;
+use analysis::locks::whatif::{Method, WhatIfs};
 use analysis::locks::{LockKey, LockReport, LockStats, Summary};
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -193,7 +194,82 @@ fn summary_table(r: &LockReport) -> String {
     t.to_string()
 }
 
-fn lock_table(locks: &[LockStats], naming: &Naming, duration: u64) -> String {
+/// The what-if cell of a lock: the replay's run time (the bound beside it), or the bound alone.
+fn what_if_cell(l: &LockStats, what_if: Option<&WhatIfs>) -> String {
+    if l.contended == 0 {
+        return "no waits".into();
+    }
+    match what_if.and_then(|w| w.locks.iter().find(|p| p.lock == l.lock)) {
+        Some(p) if p.method == Method::Replay => {
+            format!("{} (bound {})", ms(p.predicted_ns), ms(p.bound_ns))
+        }
+        Some(p) => format!("{} (bound only)", ms(p.bound_ns)),
+        None => "n/a".into(),
+    }
+}
+
+/// The footnote under the lock table: what the what-if column assumed, in lines that fit
+/// a 100-column terminal.
+fn what_if_note(w: Option<&WhatIfs>, naming: &Naming) -> String {
+    let Some(w) = w else {
+        return "* not replayed (see the notes above)\n".into();
+    };
+    let mut text = format!(
+        "* the run's time if that lock never made a thread wait: the recorded schedule replayed on {} CPUs ({}), assuming: {}.",
+        w.cpus,
+        if w.cpus_from == "placement" {
+            "the CPUs the run was confined to"
+        } else {
+            "online"
+        },
+        w.assumptions.join("; ")
+    );
+    if let Some(r) = w.replayed_as_recorded_ns {
+        let err = 100.0 * (r as f64 - w.measured_ns as f64) / w.measured_ns.max(1) as f64;
+        let _ = write!(
+            text,
+            " Check: replayed with every lock kept, the model gives {} ms for the {} ms measured ({:+.1} %).",
+            ms(r),
+            ms(w.measured_ns),
+            err
+        );
+    }
+    text.push_str(" Bound: no schedule is shorter than its longest thread alone or than all the CPU time shared by the CPUs.");
+    let mut out = wrap(&text, 98, "  ");
+    for p in w.locks.iter().filter(|p| p.why_bound.is_some()) {
+        let _ = writeln!(
+            out,
+            "  {}: bound only: {}",
+            naming.lock(p.lock),
+            p.why_bound.as_deref().unwrap_or_default()
+        );
+    }
+    out
+}
+
+/// `text` in lines of at most `width` characters (a longer word alone on its line), the
+/// lines after the first indented.
+fn wrap(text: &str, width: usize, indent: &str) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            out.push_str(&line);
+            out.push('\n');
+            line = indent.to_string();
+        } else if !line.is_empty() && line != indent {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.trim().is_empty() {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+fn lock_table(locks: &[LockStats], naming: &Naming, what_if: Option<&WhatIfs>) -> String {
     let mut t = new_table(
         &[
             "LOCK",
@@ -211,7 +287,7 @@ fn lock_table(locks: &[LockStats], naming: &Naming, duration: u64) -> String {
             "THREADS",
             "CP EVENTS",
             "CP WAIT (ms)",
-            "RUN IF CP WAIT WERE 0 (ms)",
+            "RUN IF ITS WAITS WERE 0 (ms)*",
         ],
         &[2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15],
     );
@@ -233,7 +309,7 @@ fn lock_table(locks: &[LockStats], naming: &Naming, duration: u64) -> String {
             l.threads.len().to_string(),
             l.critical.events.to_string(),
             ms(l.critical.wait_ns),
-            format!("{} of {}", ms(l.what_if_ns), ms(duration)),
+            what_if_cell(l, what_if),
         ]);
     }
     t.to_string()
@@ -370,8 +446,11 @@ pub fn render(
             shown,
             r.locks.len()
         );
-        out.push_str(&lock_table(&r.locks[..shown], naming, r.duration_ns()));
+        out.push_str(&lock_table(&r.locks[..shown], naming, r.what_if.as_ref()));
         out.push('\n');
+        if r.locks[..shown].iter().any(|l| l.contended > 0) {
+            out.push_str(&what_if_note(r.what_if.as_ref(), naming));
+        }
         for l in &r.locks[..shown] {
             let _ = writeln!(out, "\n{} — call sites:", naming.lock(l.lock));
             out.push_str(&site_table(l, naming, opts.sites_per_lock));

@@ -263,6 +263,133 @@ pub fn for_each_hold(
     });
 }
 
+/// One thread's recorded schedule as [`whatif::Step`](super::whatif::Step)s, from its stream
+/// paired as [`analyze_streams`] pairs it (every hold, before any filter): its own time
+/// between lock calls, each call of a lock `keep` names (the wait dropped) and each release,
+/// from the stream's first event to its last. The calls of the other locks (a lock only this
+/// thread takes, which excludes no one; the lock whose waits a what-if removes) are left out
+/// and the time around them joined into one step, and so are their waits. Memory: the
+/// thread's open holds. With `to_last_event`, the steps end at the thread's last lock event:
+/// what a thread does after it is the caller's to account for (the main thread joining the
+/// others: a wait contend does not trace, which would otherwise replay as a sleep).
+pub fn schedule_steps<'s, 'a, K: Fn(LockKey) -> bool>(
+    stream: &LockStream<'s, 'a>,
+    clock: &Conversion,
+    sample_every: u32,
+    end_ns: u64,
+    keep: K,
+    to_last_event: bool,
+) -> Steps<'s, 'a, K> {
+    let mut fast = FastClock::new(clock);
+    let start = stream.stream.first_ts.map_or(0, |t| fast.ns(t));
+    let last = stream.stream.last_ts.map_or(start, |t| fast.ns(t));
+    Steps {
+        pairer: Pairer::new(0, stream.stream, fast, sample_every, end_ns, false),
+        keep,
+        cursor: start,
+        last,
+        run: 0,
+        releases: BinaryHeap::new(),
+        order: 0,
+        out: VecDeque::new(),
+        finished: false,
+        to_last_event,
+    }
+}
+
+/// The iterator [`schedule_steps`] returns.
+pub struct Steps<'s, 'a, K> {
+    pairer: Pairer<'s, 'a>,
+    keep: K,
+    /// The time up to which steps were made.
+    cursor: u64,
+    last: u64,
+    /// Own time since the last step given, not yet given.
+    run: u64,
+    /// Releases of kept locks still to come, by time (then production order).
+    releases: BinaryHeap<Reverse<(u64, u64, LockKey)>>,
+    order: u64,
+    out: VecDeque<super::whatif::Step>,
+    finished: bool,
+    to_last_event: bool,
+}
+
+impl<K: Fn(LockKey) -> bool> Steps<'_, '_, K> {
+    fn run_to(&mut self, t: u64) {
+        if t > self.cursor {
+            self.run += t - self.cursor;
+            self.cursor = t;
+        }
+    }
+
+    /// `step`, after the own time before it.
+    fn emit(&mut self, step: super::whatif::Step) {
+        if self.run > 0 {
+            self.out.push_back(super::whatif::Step::Run {
+                wall_ns: std::mem::take(&mut self.run),
+            });
+        }
+        self.out.push_back(step);
+    }
+
+    /// Releases at or before `t`, each after the time that led to it.
+    fn release_until(&mut self, t: u64) {
+        while let Some(&Reverse((at, _, lock))) = self.releases.peek() {
+            if at > t {
+                break;
+            }
+            self.releases.pop();
+            self.run_to(at);
+            self.emit(super::whatif::Step::Release { lock });
+        }
+    }
+}
+
+impl<K: Fn(LockKey) -> bool> Iterator for Steps<'_, '_, K> {
+    type Item = super::whatif::Step;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(s) = self.out.pop_front() {
+                return Some(s);
+            }
+            if self.finished {
+                return None;
+            }
+            match self.pairer.next_hold() {
+                Some(SeqHold { hold: h, .. }) => {
+                    self.release_until(h.requested_ns);
+                    self.run_to(h.requested_ns);
+                    // The wait is not own time: the replay makes its own (or none).
+                    self.cursor = self.cursor.max(h.acquired_ns);
+                    if (self.keep)(h.lock) {
+                        self.emit(super::whatif::Step::Acquire {
+                            lock: h.lock,
+                            shared: h.shared,
+                        });
+                        self.releases
+                            .push(Reverse((h.released_ns, self.order, h.lock)));
+                        self.order += 1;
+                    }
+                }
+                None => {
+                    self.finished = true;
+                    self.release_until(u64::MAX);
+                    if !self.to_last_event {
+                        let last = self.last;
+                        self.run_to(last);
+                    }
+                    if self.run > 0 {
+                        self.out.push_back(super::whatif::Step::Run {
+                            wall_ns: std::mem::take(&mut self.run),
+                        });
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// A hold with its place among its thread's holds (production order: by release, those
 /// still open at the end last), which breaks ties of `(acquired, thread)` as `analyze`'s
 /// stable sort does.
@@ -1533,6 +1660,7 @@ impl<'f> Sink<'f> {
             conds: end.conds,
             barriers: end.barriers,
             unmatched: end.unmatched,
+            what_if: None,
             holds: holds.into_iter().map(|s| s.hold).collect(),
         }
     }

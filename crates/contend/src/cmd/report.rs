@@ -158,6 +158,7 @@ impl Args {
             mpi_from: self.mpi.mpi_from.clone(),
             mpi_job: self.mpi.mpi_job,
             transfer_ns: self.sharing.transfer_ns,
+            what_if_locks: self.locks.top,
         }
     }
 }

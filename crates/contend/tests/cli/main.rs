@@ -34,4 +34,5 @@ mod scale;
 mod scale_truth;
 mod sharing;
 mod topo;
+mod whatif;
 mod r#where;

@@ -406,3 +406,51 @@ fn a_lost_release_does_not_hold_back_the_rest_of_the_thread() {
     let closed_at = 10 + 4 * MAX_WAITING as u64 + 2;
     assert_eq!(lost.hold_ns, closed_at - 1);
 }
+
+/// A thread's stream as the what-if's steps: own time between kept lock calls (waits dropped),
+/// a lock only `keep` leaves out joined into the time around it, nested releases in order,
+/// and the time after the last lock event kept or not.
+#[test]
+fn schedule_steps_are_own_time_between_the_kept_lock_calls() {
+    use crate::locks::whatif::Step;
+    const SHARED: u64 = 0x3000;
+    const PRIVATE: u64 = 0x1000;
+    let x = MODE_EXCLUSIVE;
+    let records = [
+        (0, EventKind::ThreadStart, 0, 0, 0),
+        (10, EventKind::LockAcquired, x, PRIVATE, 0xa0),
+        (30, EventKind::LockReleased, 0, PRIVATE, 0x99),
+        (40, EventKind::LockWait, x, SHARED, 0xb0),
+        (60, EventKind::LockAcquired, x | CONTENDED, SHARED, 0xb0),
+        (70, EventKind::LockAcquired, x, PRIVATE, 0xa0),
+        (80, EventKind::LockReleased, 0, PRIVATE, 0x99),
+        (90, EventKind::LockReleased, 0, SHARED, 0x99),
+        (100, EventKind::ThreadEnd, 0, 0, 0),
+    ];
+    let file = write_stream(100, 1_000_000_000, &records);
+    let stream = Stream::parse(&file).unwrap();
+    let ls = LockStream {
+        stream: &stream,
+        name: "w",
+    };
+    let clock = Conversion::nanoseconds();
+    let key = |address| LockKey { pid: 7, address };
+    let steps = |to_last_event| {
+        schedule_steps(&ls, &clock, 1, 100, |k| k.address == SHARED, to_last_event)
+            .collect::<Vec<_>>()
+    };
+    let run = |wall_ns| Step::Run { wall_ns };
+    // 0–40 own (the private hold inside it), the wait 40–60 dropped, 60–90 held, 90–100 own.
+    let whole = vec![
+        run(40),
+        Step::Acquire {
+            lock: key(SHARED),
+            shared: false,
+        },
+        run(30),
+        Step::Release { lock: key(SHARED) },
+        run(10),
+    ];
+    assert_eq!(steps(false), whole);
+    assert_eq!(steps(true), whole[..4].to_vec());
+}
