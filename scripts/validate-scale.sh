@@ -14,7 +14,11 @@
 #   sleepy          sleepy.c, --locks          cause blocked, lock waits < 20 % of it
 #
 # Each program is calibrated once (its work rate on this machine) and every run gets the same
-# work (-i/-e), so configurations and runs compare the same work.
+# work (-i/-e), so configurations and runs compare the same work. The compute, memory and mix
+# programs run 0.8–1 s of work per thread (not their 0.4 s default): process start-up,
+# teardown and one thread finishing before the other cost a fixed 10–40 thread-ms, which the
+# model rightly counts as blocking; at 0.4 s that diluted the memory case to 72 % memory and
+# put a third of the memory component's loss on blocking, which skews the mix's truth.
 #
 # Usage: scripts/validate-scale.sh [CASE...]        (default: every case)
 #   RUNS=5          experiments per case
@@ -108,14 +112,14 @@ for ((r = 1; r <= runs; r++)); do
   echo "run $r of $runs" >&2
   for c in $cases; do
     case $c in
-      compute) experiment "compute-$r" 2 0 -- "$work/independent" -t '{threads}' -i "$ind_i" ;;
+      compute) experiment "compute-$r" 2 0 -- "$work/independent" -t '{threads}' -i "$ind_i" -w 800 ;;
       oversubscribed) experiment "oversubscribed-$r" 4 0 -- "$work/independent" -t '{threads}' -i "$ind_i" -w 200 ;;
-      memory) experiment "memory-$r" 2 0 -- "$work/membw" -t '{threads}' -e "$mem_e" ;;
+      memory) experiment "memory-$r" 2 0 -- "$work/membw" -t '{threads}' -e "$mem_e" -w 800 ;;
       lock) experiment "lock-$r" 2 1 -- "$work/serialised" -t '{threads}' -i "$ser_i" ;;
       mix)
-        experiment "mix-$r" 2 1 -- "$work/mix" -t '{threads}' -e "$mix_e" -i "$mix_i"
-        experiment "mix-memory-$r" 2 1 -- "$work/mix" -t '{threads}' -e "$mix_e" -i "$mix_i" -o memory
-        experiment "mix-lock-$r" 2 1 -- "$work/mix" -t '{threads}' -e "$mix_e" -i "$mix_i" -o lock
+        experiment "mix-$r" 2 1 -- "$work/mix" -t '{threads}' -e "$mix_e" -i "$mix_i" -w 1000
+        experiment "mix-memory-$r" 2 1 -- "$work/mix" -t '{threads}' -e "$mix_e" -i "$mix_i" -w 1000 -o memory
+        experiment "mix-lock-$r" 2 1 -- "$work/mix" -t '{threads}' -e "$mix_e" -i "$mix_i" -w 1000 -o lock
         ;;
       false-sharing) experiment "false-sharing-$r" 2 0 -- "$work/false_sharing" -t '{threads}' -i "$fs_i" ;;
       sleepy) experiment "sleepy-$r" 2 1 -- "$work/sleepy" -t '{threads}' -i "$sl_i" ;;
