@@ -237,6 +237,13 @@ __attribute__((noinline)) static void run_chunk(struct worker *w, struct lock_sl
     }
 }
 
+/* The memory phase's work, in chunks of 1 ms of one thread's stream, shared by all threads
+ * (as in membw.c): each takes the next until none is left, so the threads end the phase
+ * within a chunk of each other and their streams overlap the whole phase.  With a fixed
+ * share each, the thread that got less bandwidth streamed on alone while the other was
+ * already in the lock phase. */
+static atomic_long mem_chunks_left;
+
 static void *worker_main(void *arg)
 {
     struct worker *w = arg;
@@ -250,11 +257,17 @@ static void *worker_main(void *arg)
 
     int64_t t0 = now_ns(), c0 = thread_cpu_ns();
     if (do_memory) {
-        long left = work_ms / 2 * elems_per_ms;
-        while (left > 0) {
-            size_t n = (size_t)left < elems ? (size_t)left : elems;
-            stream(w->a, w->b, n);
-            left -= (long)n;
+        size_t at = 0;
+        while (atomic_fetch_sub_explicit(&mem_chunks_left, 1, memory_order_relaxed) > 0) {
+            long left = elems_per_ms;
+            while (left > 0) {
+                size_t n = elems - at;
+                if ((size_t)left < n)
+                    n = (size_t)left;
+                stream(w->a + at, w->b + at, n);
+                at = (at + n) % elems;
+                left -= (long)n;
+            }
         }
         w->result = w->a[0] + w->a[elems / 2] + w->a[elems - 1];
     }
@@ -362,6 +375,7 @@ int main(int argc, char **argv)
         slots[i].state = 0x243f6a8885a308d3ULL + (uint64_t)i;
     }
     memset(w, 0, sizeof *w * (size_t)nthreads);
+    atomic_store(&mem_chunks_left, (long)nthreads * (work_ms / 2));
     pthread_barrier_init(&start_line, NULL, (unsigned)nthreads + 1);
     for (int i = 0; i < nthreads; i++) {
         w[i].id = i;

@@ -315,8 +315,8 @@ pub enum Baseline {
     OneThread,
 }
 
-/// Baselines whose ω differ by less than this agree even when their intervals do not overlap:
-/// with tight intervals, a 2 % difference in work is real but changes no verdict.
+/// Baselines whose ω estimates differ by less than this agree (the thesis's is then used): a
+/// 2 % difference in work is real but changes no verdict.
 pub const OMEGA_AGREEMENT: f64 = 0.05;
 
 /// A CoV of the one-core runs above this says their time-slicing, not the program, varies.
@@ -381,9 +381,13 @@ pub fn choose_baseline(m: u32, n: u32, b: &Bootstrapped) -> (Baseline, String) {
             format!("one-thread baseline used: {first}"),
         );
     }
-    if core.omega.overlaps(&thread.omega)
-        || (core.omega.estimate - thread.omega.estimate).abs() < OMEGA_AGREEMENT
-    {
+    // Agreement is on the estimates, not on overlapping intervals: with noisy runs the
+    // intervals overlap whatever the baselines say, and the thesis's baseline then keeps the
+    // cost of time-slicing m threads on one core (cache and TLB refills, seen as 4–14 % more
+    // work on memory-streaming threads here), which the parallel run never pays and which
+    // hides that much memory contention (the 50/50 mix: 4 % memory against one core, 18 %
+    // against one thread, 22 % measured by running its parts alone).
+    if (core.omega.estimate - thread.omega.estimate).abs() < OMEGA_AGREEMENT {
         (
             Baseline::OneCore,
             format!(
