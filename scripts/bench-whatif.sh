@@ -18,6 +18,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cc -O2 -g -pthread -o "$work/planted_hold" examples/locks/planted_hold.c
 cc -O2 -g -pthread -o "$work/serialised" examples/scaling/serialised.c
+cc -O2 -g -pthread -o "$work/mix" examples/scaling/mix.c
 
 # Idle share of the CPUs over one second, %.
 idle_pct() {
@@ -39,6 +40,9 @@ wait_idle() {
 # One serialised calibration for every run, so that the recorded and the fixed program do the
 # same work.
 iters=$("$work/serialised" -t 1 -w 20 | tr ' ' '\n' | awk -F= '$1 == "iters_per_ms" {print $2}')
+mix_cal=$("$work/mix" -C | tr ' ' '\n')
+mix_e=$(awk -F= '$1 == "elems_per_ms" {print $2}' <<<"$mix_cal")
+mix_i=$(awk -F= '$1 == "iters_per_ms" {print $2}' <<<"$mix_cal")
 
 check() {
   local label=$1 lock_field=$2; shift 2
@@ -76,3 +80,4 @@ check "planted_hold" hot_lock.addr "$work/planted_hold"
 check "planted_hold -k 50 -w 200 (the issue's case)" hot_lock.addr "$work/planted_hold" -k 50 -w 200
 check "serialised -t 2" big_lock.addr "$work/serialised" -t 2 -i "$iters"
 check "serialised -t 4" big_lock.addr "$work/serialised" -t 4 -i "$iters"
+check "mix -t 2 -w 1000 (half memory stream, half under big_lock)" big_lock.addr "$work/mix" -t 2 -w 1000 -e "$mix_e" -i "$mix_i"
