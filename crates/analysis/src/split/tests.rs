@@ -28,7 +28,9 @@ fn figures(elapsed_s: f64, service_s: f64, wait_s: f64, work: f64) -> RunFigures
 
 /// 2 threads each with its own work 1 (weak scaling): on one core 2 s and work 2; on two
 /// cores 1 s wall, 1.6 thread-s on a CPU, 0.1 waiting, work 2.4 (ω = 0.2). So A_run = 1.6,
-/// W = 0.1, D = 0.3, P = 1.6/1.2 = 4/3, R = 0.8/3, loss = 2/3: shares 40 %, 15 %, 45 %.
+/// A = 1.7, D = 0.3, P = 1.6/1.2 = 4/3, R = 0.8/3. With A < n = 2 the 0.1 waiting is other
+/// processes', not the program's: left out, the loss is 2 − 4/3 − 0.1 = 17/30, of which
+/// memory 8/17 (47.1 %), waiting for a CPU 0, blocked 9/17 (52.9 %).
 fn synthetic(rounds: usize, noise: f64, seed: u64) -> [Vec<RunFigures>; 3] {
     [
         runs(rounds, figures(1.0, 1.6, 0.1, 2.4), noise, seed),
@@ -68,7 +70,8 @@ fn the_split_of_a_synthetic_model_is_covered_and_narrows_with_rounds() {
     );
     let b = boot(&synthetic(8, 0.03, 11));
     let e = &b.one_core;
-    // R + W + D = loss exactly, at the estimate.
+    // R + W + D = loss exactly, at the estimate (W the program's own: none here).
+    assert_eq!(e.waiting_threads.estimate, 0.0);
     let sum = e.memory_threads.estimate + e.waiting_threads.estimate + e.blocked_threads.estimate;
     assert!((sum - e.loss_threads.estimate).abs() < 1e-12);
     assert_eq!(b.work_scaling, Some(WorkScaling::PerThread));
@@ -89,15 +92,15 @@ fn the_split_of_a_synthetic_model_is_covered_and_narrows_with_rounds() {
 fn truths(e: &Estimates) -> [(Interval, f64); 11] {
     [
         (e.running_threads, 1.6),
-        (e.waiting_threads, 0.1),
+        (e.other_wait_threads, 0.1),
         (e.omega, 0.2),
         (e.useful_threads, 4.0 / 3.0),
         (e.memory_threads, 0.8 / 3.0),
         (e.blocked_threads, 0.3),
-        (e.loss_threads, 2.0 / 3.0),
-        (e.memory_pct, 40.0),
-        (e.cpu_wait_pct, 15.0),
-        (e.blocked_pct, 45.0),
+        (e.loss_threads, 17.0 / 30.0),
+        (e.memory_pct, 800.0 / 17.0),
+        (e.active_threads, 1.7),
+        (e.blocked_pct, 900.0 / 17.0),
         (e.measured_speedup, 2.0),
     ]
 }
@@ -193,6 +196,7 @@ fn estimates(loss: Interval, memory: Interval, wait: Interval, blocked: Interval
         cpu_wait_thread_ns: zero,
         blocked_thread_ns: zero,
         lock_waits_pct_of_blocked: Interval::UNDEFINED,
+        other_wait_threads: zero,
     }
 }
 
@@ -325,4 +329,31 @@ fn verdicts_say_what_would_settle_them_and_when_they_are_settled() {
         locked.text
     );
     assert!(!locked.text.contains("not on locks"), "{}", locked.text);
+}
+
+#[test]
+fn waiting_for_a_cpu_is_the_program_s_beyond_its_cpus_and_other_processes_below() {
+    // 4 threads on 2 CPUs, each with work 1: 2 s wall, 3.6 thread-s on a CPU (other processes
+    // took 0.4), 4.4 thread-s runnable but waiting. A = 4, so 2 of the waiting threads are the
+    // program's own (4 runnable, 2 CPUs) and 0.2 are other processes'. ω = 0: P = A_run = 1.8;
+    // loss = 4 − 1.8 − 0.2 = 2, all of it the program's own waiting for a CPU.
+    let target = runs(6, figures(2.0, 3.6, 4.4, 4.0), 0.01, 1);
+    let core = runs(6, figures(4.0, 4.0, 0.0, 4.0), 0.01, 2);
+    let thread = runs(6, figures(1.0, 1.0, 0.0, 1.0), 0.01, 3);
+    let b = bootstrap_split(&SplitInput {
+        threads: 4,
+        cores: 2,
+        target: &target,
+        one_core: &core,
+        one_thread: Some(&thread),
+    })
+    .unwrap();
+    let e = &b.one_core;
+    assert!((e.waiting_threads.estimate - 2.0).abs() < 0.05, "{e:?}");
+    assert!((e.other_wait_threads.estimate - 0.2).abs() < 0.05, "{e:?}");
+    assert!((e.loss_threads.estimate - 2.0).abs() < 0.05, "{e:?}");
+    assert!(e.cpu_wait_pct.estimate > 95.0, "{e:?}");
+    assert_eq!(cause(4, e), Cause::CpuWait);
+    let v = verdict(4, 2, &b, &Context::default());
+    assert!(v.text.contains("Other processes"), "{}", v.text);
 }
