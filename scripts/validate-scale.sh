@@ -16,8 +16,10 @@
 #   sleepy          sleepy.c, --locks          cause blocked, lock waits < 20 % of it
 #
 # Each program is calibrated once (its work rate on this machine) and every run gets the same
-# work (-i/-e), so configurations and runs compare the same work. The compute, memory and mix
-# programs run 0.8–1 s of work per thread (not their 0.4 s default): process start-up,
+# work (-i/-e), so configurations and runs compare the same work. The compute and mix programs
+# run 0.8–1 s of work per thread (not their 0.4 s default), the memory program 1.6 s (this
+# VM's memory bandwidth varies by ~10 % from run to run, and two streams cost only 10–25 %
+# more than one: at 0.8 s, 3 of 5 experiments could not tell within 10 rounds): process start-up,
 # teardown and one thread finishing before the other cost a fixed 10–40 thread-ms, which the
 # model rightly counts as blocking; at 0.4 s that diluted the memory case to 72 % memory and
 # put a third of the memory component's loss on blocking, which skews the mix's truth.
@@ -27,7 +29,7 @@
 #   REPEAT=         --repeat for contend scale (default: contend's own, adaptive 3..10)
 #   CONTEND=path    the contend binary (default target/release/contend, built if missing)
 #   KEEP=1          keep the results directory (printed at the end)
-#   MEM_WORK_MS=800 the memory case's work per thread, in ms of one thread's stream
+#   MEM_WORK_MS=1600 the memory case's work per thread, in ms of one thread's stream
 # Prints one markdown table (a row per experiment) and a summary per case; exits 1 if a case
 # was ever wrong with confidence or right fewer than 4 times in 5, 0 otherwise.
 set -euo pipefail
@@ -117,7 +119,7 @@ for ((r = 1; r <= runs; r++)); do
     case $c in
       compute) experiment "compute-$r" 2 0 -- "$work/independent" -t '{threads}' -i "$ind_i" -w 800 ;;
       oversubscribed) experiment "oversubscribed-$r" 4 0 -- "$work/independent" -t '{threads}' -i "$ind_i" -w 200 ;;
-      memory) experiment "memory-$r" 2 0 -- "$work/membw" -t '{threads}' -e "$mem_e" -w "${MEM_WORK_MS:-800}" ;;
+      memory) experiment "memory-$r" 2 0 -- "$work/membw" -t '{threads}' -e "$mem_e" -w "${MEM_WORK_MS:-1600}" ;;
       lock) experiment "lock-$r" 2 1 -- "$work/serialised" -t '{threads}' -i "$ser_i" ;;
       mix)
         experiment "mix-$r" 2 1 -- "$work/mix" -t '{threads}' -e "$mix_e" -i "$mix_i" -w 1000
