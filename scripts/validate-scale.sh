@@ -214,32 +214,35 @@ def fmt(i, unit=""):
 #   memory alone's memory loss / (memory alone's memory loss + lock alone's whole loss),
 # which counts the overhead once; counting the memory component's whole loss would count it
 # twice (it was 22 % where the memory contention alone gives 15–17 %).
-mix_truth, mix_truth_note = None, ""
+# Each mix experiment is judged against the components run right after it (same r): the memory
+# contention this VM gives varies between experiments minutes apart (ω of the memory component
+# alone ranged 0.15–0.34 over five), so a truth pooled over the whole session is not the truth
+# of one mix experiment.
+mix_truths, mix_truth_note = {}, ""
 if "mix" in cases:
-    parts = {"memory": [], "lock": []}
     for r in range(1, runs + 1):
-        for part in parts:
+        got = {}
+        for part in ("memory", "lock"):
             scale, why = load(f"mix-{part}-{r}")
             if scale is None:
                 continue
             try:
                 v = verdict(scale, 2)
-                parts[part].append(interval(v, "memory_thread_ns")[0] if part == "memory"
-                                   else lost_thread_ns(v))
+                got[part] = (interval(v, "memory_thread_ns")[0] if part == "memory"
+                             else lost_thread_ns(v))
             except Missing as e:
                 mix_truth_note = f"field missing: {e}"
-    if parts["memory"] and parts["lock"]:
-        mem, lock = statistics.median(parts["memory"]), statistics.median(parts["lock"])
-        if mem + lock > 0:
-            mix_truth = 100.0 * mem / (mem + lock)
-            mix_truth_note = (f"truth {mix_truth:.1f} % (alone: memory contention {mem / 1e6:.0f} "
-                              f"thread-ms, lock component's whole loss {lock / 1e6:.0f} thread-ms, "
-                              f"medians of {len(parts['memory'])}/{len(parts['lock'])} runs)")
+        if len(got) == 2 and got["memory"] + got["lock"] > 0:
+            mix_truths[r] = 100.0 * got["memory"] / (got["memory"] + got["lock"])
+    if mix_truths:
+        mix_truth_note = ("truth per experiment (its components run right after it): "
+                          + ", ".join(f"{t:.1f} %" for t in mix_truths.values()))
 
 
-def judge(case, v):
+def judge(case, v, r):
     """(outcome, confident, share text, loss text, notes); outcome is right, wrong,
-    cannot-tell or short (the right cause, confident, but short of the rule)."""
+    cannot-tell, short (the right cause, confident, but short of the rule) or no-contention
+    (a memory case whose runs scaled: the precondition, contention, did not happen)."""
     m = THREADS.get(case, 2)
     cause = get(v, "cause")
     loss = interval(v, "loss_threads")
@@ -269,16 +272,34 @@ def judge(case, v):
     if case == "mix":
         width = share[2] - share[1]
         confident = width < 30
+        mix_truth = mix_truths.get(r)
         if mix_truth is None:
             raise Missing("the truth: " + (mix_truth_note or "mix -o memory / -o lock runs"))
         covers = share[1] <= mix_truth <= share[2]
-        outcome = ("right" if covers and confident else "wrong" if not covers else "cannot-tell")
+        # The mix's cause is its bigger part, the lock (the truth's memory share is ~20 %):
+        # naming memory would be the wrong cause; an interval that misses the truth while
+        # naming the lock is a miss of the split, counted apart.
+        if cause not in ("blocked", "cannot-tell"):
+            outcome = "wrong"
+            notes.append(f"said {cause}")
+        else:
+            outcome = ("right" if covers and confident else "missed" if not covers
+                       else "cannot-tell")
         notes.append(f"truth {mix_truth:.1f} %, width {width:.1f} points")
         return outcome, confident, "memory " + fmt(share, " %"), fmt(loss), notes
     expected = EXPECT[case]
     confident = cause != "cannot-tell"
     if cause == "cannot-tell":
         return "cannot-tell", False, fmt(share, " %"), fmt(loss), notes
+    if cause == "none" and case in ("memory", "false-sharing"):
+        # Contention is the precondition of a memory case, not a given: this VM's memory
+        # bandwidth sometimes lets two streams run at full speed. When the runs themselves
+        # scaled (the measured speed-up's interval reaches the ideal), "no loss" is what
+        # happened, not a wrong cause.
+        speedup = interval(v, "measured_speedup")
+        if speedup[2] >= 0.95 * m:
+            return ("no-contention", True, fmt(share, " %"), fmt(loss),
+                    notes + [f"the runs scaled: measured speed-up {fmt(speedup)}"])
     if cause != expected:
         return "wrong", True, fmt(share, " %"), fmt(loss), notes + [f"said {cause}"]
     ok = True
@@ -319,7 +340,7 @@ for case in cases:
                 v = verdict(scale, THREADS.get(case, 2))
                 cause = str(v.get("cause", "—"))
                 rounds = str(v.get("rounds", "—"))
-                outcome, conf, share, loss, notes = judge(case, v)
+                outcome, conf, share, loss, notes = judge(case, v, r)
                 confident = "yes" if conf else "no"
             except Missing as e:
                 outcome = "field missing"
