@@ -15,6 +15,7 @@ pub mod locks;
 pub mod mpi;
 pub mod names;
 mod open;
+mod parallel;
 pub mod perfetto;
 mod plausible;
 pub mod scale;

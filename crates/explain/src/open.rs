@@ -129,44 +129,19 @@ fn parse_streams<'a>(
         let (file, stream) = &mapped[i];
         parse_stream(stream, &format!("{run_name}/{file}"))
     };
-    let workers = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(mapped.len());
-    if workers < 2 {
-        return (0..mapped.len()).map(parse).collect();
-    }
     // Largest first, each worker taking the next one left: the run's length is then about
     // the largest stream's or an even share, whichever is longer.
     let mut order: Vec<usize> = (0..mapped.len()).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(mapped[i].1.bytes().len()));
-    let next = std::sync::atomic::AtomicUsize::new(0);
+    let parsed = crate::parallel::run_parallel(&order, parse);
     let mut results: Vec<Option<Result<Stream<'a>, Error>>> = Vec::new();
     results.resize_with(mapped.len(), || None);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..workers)
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut done = Vec::new();
-                    loop {
-                        let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some(&i) = order.get(k) else {
-                            return done;
-                        };
-                        done.push((i, parse(i)));
-                    }
-                })
-            })
-            .collect();
-        for h in handles {
-            let done = h.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
-            for (i, r) in done {
-                results[i] = Some(r);
-            }
-        }
-    });
+    for (k, r) in parsed.into_iter().enumerate() {
+        results[order[k]] = Some(r);
+    }
     results
         .into_iter()
-        .map(|r| r.expect("every stream was taken by a worker"))
+        .map(|r| r.expect("every stream was parsed"))
         .collect()
 }
 
