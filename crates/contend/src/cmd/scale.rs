@@ -258,9 +258,29 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             bar.inc(1);
             if let Some(code) = result.exit_status.filter(|&c| c != 0) {
                 bar.abandon();
-                crate::ui::error(format_args!("{} exited with status {code} in {} (its output is in {}/{name}/stderr.txt); stopping", command[0],
-                    name,
-                    root.path().display()));
+                let failed = format!(
+                    "{} exited with status {code} in {name} (its output is in {}/{name}/stderr.txt)",
+                    command[0],
+                    root.path().display()
+                );
+                let complete = if counted { number - 1 } else { 0 };
+                if complete == 0 {
+                    crate::ui::error(format_args!("{failed}; stopping"));
+                    std::process::exit(code);
+                }
+                // The rounds done are kept and modelled (a failed run says nothing of the
+                // others); the round it broke is left out, so every round still pairs its
+                // configurations. The exit status is the program's, as `record` passes it.
+                crate::ui::error(format_args!(
+                    "{failed}; stopping after {complete} complete round(s)"
+                ));
+                runs.retain(|r: &RunResult| r.round < number);
+                notes.push(format!(
+                    "{failed}: the experiment stopped there; the verdicts use the {complete} complete round(s) before it"
+                ));
+                experiment.stopped =
+                    format!("a run failed in round {number}: {complete} complete round(s) kept");
+                finish(&args, &root, &experiment, runs, notes)?;
                 std::process::exit(code);
             }
             if counted {
@@ -311,7 +331,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     bar.finish_and_clear();
-    let result = explain::scale::model(&experiment, runs, notes);
+    finish(&args, &root, &experiment, runs, notes)
+}
+
+/// The model of the rounds done: scale.json, the text (or JSON) and the plot of a sweep.
+fn finish(
+    args: &Args,
+    root: &RunDir,
+    experiment: &explain::scale::Experiment,
+    runs: Vec<RunResult>,
+    notes: Vec<String>,
+) -> anyhow::Result<()> {
+    let result = explain::scale::model(experiment, runs, notes);
     let json = serde_json::to_string_pretty(&result)?;
     std::fs::write(root.path().join("scale.json"), &json)?;
     if args.json {

@@ -411,6 +411,68 @@ fn a_budget_stops_the_rounds_and_too_few_rounds_give_no_verdict() {
 }
 
 #[test]
+fn a_run_that_fails_stops_the_rounds_and_the_complete_ones_are_kept() {
+    let _one = serial();
+    if !two_cpus() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(independent) = build("examples/scaling/independent.c", dir.path()) else {
+        return;
+    };
+    // The program fails from its 5th start on: round 1 is its runs 1–3, so round 2 breaks.
+    let count = dir.path().join("starts");
+    let script = format!(
+        "n=$(cat {c} 2>/dev/null || echo 0); n=$((n + 1)); echo $n > {c}; [ $n -ge 5 ] && exit 3; exec {p} -t \"$1\" -w 50",
+        c = count.display(),
+        p = independent.display()
+    );
+    let out_dir = dir.path().join("failing");
+    let out = contend(&[
+        "scale",
+        "--threads",
+        "2",
+        "-o",
+        out_dir.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &script,
+        "sh",
+        "{threads}",
+    ]);
+    // The program's status, as `record` passes it on.
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("exited with status 3 in m")
+            && stderr.contains("stopping after 1 complete round(s)"),
+        "{stderr}"
+    );
+    let scale: Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("scale.json")).unwrap())
+            .unwrap();
+    // The broken round is left out: one complete round of three configurations.
+    assert_eq!(scale["rounds"], 1, "{}", scale["stopped"]);
+    assert_eq!(scale["runs"].as_array().unwrap().len(), 3);
+    assert!(
+        scale["stopped"]
+            .as_str()
+            .unwrap()
+            .starts_with("a run failed in round 2"),
+        "{}",
+        scale["stopped"]
+    );
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("the verdicts use the 1 complete round(s) before it"),
+        "{stdout}"
+    );
+    // One round is too few for a verdict, and it says so.
+    assert_eq!(verdict(&scale, 2)["cause"], "cannot-tell");
+}
+
+#[test]
 fn bad_input_is_one_line() {
     let bad = contend(&["scale", "--threads", "0", "--", "true"]);
     assert_eq!(bad.status.code(), Some(2));
