@@ -357,3 +357,34 @@ fn waiting_for_a_cpu_is_the_program_s_beyond_its_cpus_and_other_processes_below(
     let v = verdict(4, 2, &b, &Context::default());
     assert!(v.text.contains("Other processes"), "{}", v.text);
 }
+
+#[test]
+fn no_cause_is_named_when_other_processes_took_as_much_as_a_loss_that_matters() {
+    // 2 threads on 2 CPUs beside a hog: 1.1 thread-s on a CPU in 1 s, 0.6 kept from a CPU by
+    // other processes (A = 1.7 < n), ω = 0: the 0.3 blocked (a thread that ended before its
+    // slowed partner) is the hog's doing as much as the program's.
+    let target = runs(6, figures(1.0, 1.1, 0.6, 1.1), 0.01, 1);
+    let core = runs(6, figures(1.1, 1.1, 0.0, 1.1), 0.01, 2);
+    let b = bootstrap_split(&SplitInput {
+        threads: 2,
+        cores: 2,
+        target: &target,
+        one_core: &core,
+        one_thread: None,
+    })
+    .unwrap();
+    assert!((b.one_core.other_wait_threads.estimate - 0.6).abs() < 0.05);
+    assert_eq!(cause(2, &b.one_core), Cause::Blocked);
+    let v = verdict(2, 2, &b, &Context::default());
+    assert_eq!(v.cause, Cause::CannotTell, "{}", v.text);
+    assert!(
+        v.text.contains("cannot tell on a machine this busy"),
+        "{}",
+        v.text
+    );
+    assert!(
+        v.settle.iter().any(|s| s.starts_with("a quieter machine")),
+        "{:?}",
+        v.settle
+    );
+}
