@@ -185,10 +185,6 @@ impl Interval {
     pub fn contains(&self, x: f64) -> bool {
         self.low <= x && x <= self.high
     }
-
-    pub fn overlaps(&self, other: &Interval) -> bool {
-        self.low <= other.high && other.low <= self.high
-    }
 }
 
 /// √(n/(n−1))·t_{0.975,n−1}/z_{0.975}: how much wider a 95 % t-interval over n values is than
