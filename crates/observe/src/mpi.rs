@@ -260,12 +260,25 @@ pub fn rewrite(
     let mut out = vec![command[0].clone()];
     let mut env = Vec::new();
     match launcher {
-        Launcher::OpenMpi => out.extend([
-            "-x".into(),
-            format!("LD_PRELOAD={preload}"),
-            "-x".into(),
-            format!("CONTEND_MPI_DIR={dir}"),
-        ]),
+        Launcher::OpenMpi => {
+            // Open MPI's `-x` reaches only the application context it is given in: in
+            // `mpirun -np 1 ./a : -np 1 ./b` the ranks after a `:` would run without the
+            // wrapper (and the wrapped ones waited for them for good). Each context gets it.
+            let exports = [
+                "-x".to_string(),
+                format!("LD_PRELOAD={preload}"),
+                "-x".to_string(),
+                format!("CONTEND_MPI_DIR={dir}"),
+            ];
+            out.extend(exports.iter().cloned());
+            for arg in &command[1..] {
+                out.push(arg.clone());
+                if arg == ":" {
+                    out.extend(exports.iter().cloned());
+                }
+            }
+            return (out, env, Vec::new());
+        }
         Launcher::Hydra => out.extend([
             "-genv".into(),
             "LD_PRELOAD".into(),
@@ -450,6 +463,24 @@ mod tests {
         assert!(cmd[2].starts_with("LD_PRELOAD=/c/libcontend-mpi.so"));
         assert_eq!(cmd[3..5], s(&["-x", "CONTEND_MPI_DIR=/runs/r1"]));
         assert_eq!(cmd[5..], s(&["-np", "4", "./app", "arg"]));
+    }
+
+    #[test]
+    fn every_open_mpi_application_context_gets_the_wrapper() {
+        let (cmd, _, _) = rewrite(
+            &s(&["mpirun", "-np", "1", "./a", ":", "-np", "2", "./b", "x"]),
+            Launcher::OpenMpi,
+            Path::new("/c/l.so"),
+            Path::new("/r"),
+        );
+        let colon = cmd.iter().position(|a| a == ":").unwrap();
+        assert_eq!(cmd[1..5], cmd[colon + 1..colon + 5]);
+        assert_eq!(cmd[colon + 3..colon + 5], s(&["-x", "CONTEND_MPI_DIR=/r"]));
+        assert_eq!(cmd[colon + 5..], s(&["-np", "2", "./b", "x"]));
+        assert_eq!(
+            cmd.iter().filter(|a| a.starts_with("LD_PRELOAD=")).count(),
+            2
+        );
     }
 
     #[test]
