@@ -40,7 +40,8 @@ pub struct ClockFit {
     pub drift_ns_per_s: Option<f64>,
     /// The best round trip of the measurements (the offset's uncertainty is half of it).
     pub best_round_trip_ns: Option<u32>,
-    /// The offsets were applied (false for ranks on rank 0's host, which share its clock).
+    /// The offsets were applied (false for ranks on rank 0's host whose offsets are within
+    /// the noise of a shared clock).
     pub applied: bool,
 }
 
@@ -168,9 +169,10 @@ pub fn analyse(ranks: &[RankInput], thresholds: Thresholds) -> MpiRun {
         locals.push(map);
     }
 
-    // Clocks: ranks on rank 0's host share its CLOCK_MONOTONIC, so their measured offsets
-    // (noise of half a round trip) are not applied; a common shift keeps every corrected
-    // time non-negative.
+    // Clocks: ranks on rank 0's host usually share its CLOCK_MONOTONIC, so their measured
+    // offsets (noise of half a round trip) are not applied, unless an offset is beyond what
+    // a shared clock can measure (a time namespace or container on the same host); a common
+    // shift keeps every corrected time non-negative.
     let host0 = ranks
         .iter()
         .find(|r| r.rank == 0)
@@ -179,7 +181,7 @@ pub fn analyse(ranks: &[RankInput], thresholds: Thresholds) -> MpiRun {
         .iter()
         .map(|r| {
             let same_host = host0.is_some() && mark(r, "mpi.host=") == host0;
-            Alignment::of(r, !same_host)
+            Alignment::of(r, !same_host || own_clock(r))
         })
         .collect();
     let mut earliest = i64::MAX;
@@ -589,6 +591,18 @@ struct Alignment {
     first: Option<(u64, i64)>,
     last: Option<(u64, i64)>,
     summary: ClockFit,
+}
+
+/// Whether a rank's measured offset shows a clock of its own. On a clock shared with rank 0
+/// rank 0's reading falls inside the round trip, so the offset is at most half of it; twice
+/// that cannot be noise.
+fn own_clock(r: &RankInput) -> bool {
+    r.items.iter().any(|i| match i {
+        MpiItem::Clock(c) => {
+            c.round_trips > 0 && c.offset_ns.unsigned_abs() > u64::from(c.best_round_trip_ns)
+        }
+        _ => false,
+    })
 }
 
 impl Alignment {
