@@ -11,6 +11,8 @@
 //! - messages whose partner is not in the traces: counted and listed, never paired by guess;
 //! - rank traces in two hosts' run directories merged with `--mpi-from`; a rank given twice is
 //!   refused;
+//! - an MPMD job (`mpirun ... ./a : ... ./b`) with its second rank in a time namespace 1 s
+//!   ahead (issue 20): it completes, both ranks are recorded and aligned, the late sender found;
 //! - examples/mpi/late_sender.f90 with Open MPI (the wrapper's Fortran entry points) and MPICH
 //!   (the C symbols): the late sender found within 5 %, at its line of the Fortran source.
 //!
@@ -1003,5 +1005,73 @@ fn fortran_late_sender_is_found_at_its_fortran_line() {
                 Err(e) => panic!("{}: {e} (first attempt: {first_error:?})", mpi.name),
             }
         }
+    }
+}
+
+// ------------------------------------------------------------------ MPMD and own clocks
+
+/// Issue 20: `mpirun -np 1 ./ls : -np 1 unshare --time ... ./ls`, the second rank in a time
+/// namespace whose CLOCK_MONOTONIC is 1 s ahead (as on another host), on rank 0's host. Open
+/// MPI's `-x` once reached the first application context only: the job hung for good. Now it
+/// completes as without contend, both ranks are recorded, and the late sender is found once
+/// rank 1's offset is applied (the same hostname no longer means the same clock).
+#[test]
+fn an_mpmd_job_with_a_rank_in_a_time_namespace_completes_and_is_aligned() {
+    if !(require(&OPEN_MPI) && require(&MPICH)) {
+        return;
+    }
+    let probe = Command::new("unshare")
+        .args(["--time", "--fork", "--monotonic", "1", "true"])
+        .output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        eprintln!("skipped: no time namespaces here (`unshare --time` failed)");
+        return;
+    }
+    let _guard = serial();
+    let dir = tempfile::tempdir().unwrap();
+    for mpi in [&OPEN_MPI, &MPICH] {
+        let program = build_example(mpi, "late_sender", dir.path());
+        let run = dir.path().join(format!("{}-mpmd", mpi.mpicc));
+        let mut command = contend();
+        command
+            .args(["record", "--mpi", "--interval", "0", "-o"])
+            .arg(&run)
+            .arg("--")
+            .args(mpi.launcher)
+            .args(["-np", "1"])
+            .arg(&program)
+            .args([
+                ":",
+                "-np",
+                "1",
+                "unshare",
+                "--time",
+                "--fork",
+                "--monotonic",
+                "1",
+            ])
+            .arg(&program);
+        let out = output_within(&mut command, Duration::from_secs(120))
+            .unwrap_or_else(|| panic!("{}: the job had not ended after 120 s", mpi.name));
+        assert!(out.status.success(), "{}: {}", mpi.name, show(&out));
+        assert_eq!(
+            rank_streams(&run),
+            vec!["rank-0.cst", "rank-1.cst"],
+            "{}: {}",
+            mpi.name,
+            show(&out)
+        );
+        let json = report_json(&[&run]);
+        let rank1 = &json["mpi"]["ranks"][1];
+        assert_eq!(rank1["clock"]["applied"], true, "{}: {rank1}", mpi.name);
+        let offset = rank1["clock"]["at_init_ns"].as_i64().unwrap();
+        // 1 s ahead: add about −1 s (within the round trip, far below a millisecond here).
+        assert!(
+            (offset + 1_000_000_000).abs() < 1_000_000,
+            "{}: offset {offset}",
+            mpi.name
+        );
+        check_late_sender(&json, &text(&out.stdout), "late_sender.c")
+            .unwrap_or_else(|e| panic!("{}: {e}", mpi.name));
     }
 }
