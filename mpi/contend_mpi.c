@@ -210,7 +210,7 @@ static int g_rank, g_size;
 static uint64_t g_last_flush;
 static volatile int g_flusher_stop; /* the flusher thread ends at its next look */
 static MPI_Group g_world_group;
-static MPI_Comm g_sync_comm;
+static MPI_Comm g_sync_comm; /* the recording ranks' (WORLD's members that joined) */
 static int g_keyval;
 static int g_have_keyval;
 
@@ -1389,7 +1389,10 @@ static void clock_sync(int phase)
     int64_t offset = 0;
     int trips = 0;
     if (g_rank == 0) {
-        for (int r = 1; r < g_size; r++) {
+        int members = 1; /* the ranks that recorded: rank 0 serves its communicator's */
+        if (PMPI_Comm_size(g_sync_comm, &members) != MPI_SUCCESS)
+            members = 1;
+        for (int r = 1; r < members; r++) {
             for (int i = 0; i < EXCHANGES; i++) {
                 char ping;
                 if (PMPI_Recv(&ping, 0, MPI_BYTE, r, TAG, g_sync_comm, MPI_STATUS_IGNORE) !=
@@ -1509,6 +1512,147 @@ static void refuse(const char *loaded)
     (void)write_file_atomically(path, text, strlen(text));
 }
 
+/* ---------------------------------------------------------------- the bounded start-up agreement
+ *
+ * WORK IN PROGRESS (issue 20, item 1). No collective over MPI_COMM_WORLD: a rank started
+ * without the wrapper never makes one, and the ranks that did waited in it for good. Instead
+ * each wrapped rank announces itself in the run directory (mpi-join/N.rank-R, created with
+ * O_EXCL: N is the first job number not yet decided whose announcement for rank R is free,
+ * which tells consecutive jobs in one directory apart); rank 0 waits for the announcements at most
+ * JOIN_WAIT_NS and writes mpi-join/N.members (one '0'/'1' per world rank, atomically); the
+ * members then create their private communicator with MPI_Comm_create_group, collective over
+ * the members only. A rank that rank 0 did not count in (or that never sees the decision)
+ * runs unrecorded. Assumes the run directory is shared by every rank's host. */
+#define JOIN_WAIT_NS 3000000000ull /* MPI_Init ends on all ranks within ms (a PMI fence) */
+#define JOIN_POLL_NS 1000000ull
+
+static int join_exists(const char *path)
+{
+    struct stat st;
+    return lstat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static void join_sleep(void)
+{
+    struct timespec ts = {0, (long)JOIN_POLL_NS};
+    nanosleep(&ts, NULL);
+}
+
+/* Returns the members ('0'/'1' per world rank, malloc'd) or NULL when this rank is not one. */
+static char *join(void)
+{
+    char dir[PATH_MAX + 32], path[PATH_MAX + 64];
+    snprintf(dir, sizeof dir, "%s/mpi-join", g_dir);
+    mkdir(g_dir, 0755);
+    mkdir(dir, 0755);
+    int job = -1;
+    for (int n = 1; n < 100000 && job < 0; n++) {
+        /* A decided job is over (jobs of different sizes leave different ranks' numbers
+         * free): the first undecided number whose announcement for this rank is free. */
+        snprintf(path, sizeof path, "%s/%d.members", dir, n);
+        if (join_exists(path))
+            continue;
+        snprintf(path, sizeof path, "%s/%d.rank-%d", dir, n, g_rank);
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd >= 0) {
+            char line[64];
+            int len = snprintf(line, sizeof line, "%d\n", (int)getpid());
+            (void)cst_write_all(fd, (const uint8_t *)line, (size_t)len);
+            close(fd);
+            job = n;
+        } else if (errno != EEXIST) {
+            return NULL;
+        }
+    }
+    if (job < 0)
+        return NULL;
+    char *members = (char *)malloc((size_t)g_size + 1);
+    if (!members)
+        return NULL;
+    char decided[PATH_MAX + 64];
+    snprintf(decided, sizeof decided, "%s/%d.members", dir, job);
+    uint64_t start = now_ns();
+    if (g_rank == 0) {
+        int seen = 0;
+        memset(members, '0', (size_t)g_size);
+        members[g_size] = 0;
+        members[0] = '1';
+        seen = 1;
+        while (seen < g_size && now_ns() - start < JOIN_WAIT_NS) {
+            for (int r = 1; r < g_size; r++) {
+                if (members[r] == '1')
+                    continue;
+                snprintf(path, sizeof path, "%s/%d.rank-%d", dir, job, r);
+                if (join_exists(path)) {
+                    members[r] = '1';
+                    seen++;
+                }
+            }
+            if (seen < g_size)
+                join_sleep();
+        }
+        if (seen < g_size)
+            say("contend: %d of %d ranks did not announce themselves within %llu s (started "
+                "without the MPI wrapper or without CONTEND_MPI_DIR?): they run unrecorded\n",
+                g_size - seen, g_size, (unsigned long long)(JOIN_WAIT_NS / 1000000000ull));
+        if (write_file_atomically(decided, members, (size_t)g_size) != 0) {
+            free(members);
+            return NULL;
+        }
+        return members;
+    }
+    /* Rank 0's decision: it may wait JOIN_WAIT_NS for the others, then write it. */
+    while (now_ns() - start < 2 * JOIN_WAIT_NS) {
+        int fd = open(decided, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd >= 0) {
+            size_t got = 0;
+            while (got < (size_t)g_size) {
+                ssize_t r = read(fd, members + got, (size_t)g_size - got);
+                if (r < 0 && errno == EINTR)
+                    continue;
+                if (r <= 0)
+                    break;
+                got += (size_t)r;
+            }
+            close(fd);
+            members[g_size] = 0;
+            if (got == (size_t)g_size && members[g_rank] == '1')
+                return members;
+            break;
+        }
+        join_sleep();
+    }
+    say("contend: rank %d was not counted in by rank 0 (rank 0 without the wrapper, or this "
+        "rank too late): it runs unrecorded\n",
+        g_rank);
+    free(members);
+    return NULL;
+}
+
+/* The members' private communicator. Returns MPI_SUCCESS or an error code. */
+static int join_comm(const char *members)
+{
+    int n = 0;
+    int *ranks = (int *)malloc(sizeof(int) * (size_t)g_size);
+    if (!ranks)
+        return MPI_ERR_NO_MEM;
+    for (int r = 0; r < g_size; r++)
+        if (members[r] == '1')
+            ranks[n++] = r;
+    MPI_Group world, mine;
+    int rc = PMPI_Comm_group(MPI_COMM_WORLD, &world);
+    if (rc == MPI_SUCCESS) {
+        rc = PMPI_Group_incl(world, n, ranks, &mine);
+        if (rc == MPI_SUCCESS) {
+            rc = PMPI_Comm_create_group(MPI_COMM_WORLD, mine, 0, &g_sync_comm);
+            PMPI_Group_free(&mine);
+        }
+        PMPI_Group_free(&world);
+    }
+    free(ranks);
+    return rc;
+}
+
 /* After a successful PMPI_Init / PMPI_Init_thread: sets up and starts recording.
  *
  * The duplicate of MPI_COMM_WORLD is the wrapper's first collective call: a rank whose
@@ -1531,10 +1675,16 @@ static void start(int fn, void *site, uint64_t t0, uint64_t t1, int rc, const ch
     int flusher = start_flusher() == 0;
     if (g_rank == 0)
         __atomic_store_n(&g_init_wait, now_ns(), __ATOMIC_RELEASE);
-    int dup = PMPI_Comm_dup(MPI_COMM_WORLD, &g_sync_comm);
+    char *members = join();
+    int joined = members != NULL;
+    int dup = joined ? join_comm(members) : MPI_ERR_OTHER;
+    free(members);
     __atomic_store_n(&g_init_wait, 0, __ATOMIC_RELEASE);
     if (dup != MPI_SUCCESS) {
-        say("contend: cannot duplicate MPI_COMM_WORLD; rank %d is not recorded\n", g_rank);
+        if (joined)
+            say("contend: cannot create the recording ranks' communicator; rank %d is not "
+                "recorded\n",
+                g_rank);
         __atomic_store_n(&g_flusher_stop, 1, __ATOMIC_RELEASE);
         switch_to_real(0);
         return;

@@ -1075,3 +1075,57 @@ fn an_mpmd_job_with_a_rank_in_a_time_namespace_completes_and_is_aligned() {
             .unwrap_or_else(|e| panic!("{}: {e}", mpi.name));
     }
 }
+
+/// Issue 20: a rank started without the wrapper (`env -u LD_PRELOAD`, as a wrapper script or
+/// container does) once left the wrapped ranks waiting in MPI_Init for good. The job now
+/// completes with its own exit status, the wrapped rank is recorded and analysed, and the
+/// other is named as missing, with the likely reason.
+#[test]
+fn a_rank_without_the_wrapper_does_not_hang_the_job_and_is_named() {
+    if !(require(&OPEN_MPI) && require(&MPICH)) {
+        return;
+    }
+    let _guard = serial();
+    let dir = tempfile::tempdir().unwrap();
+    for mpi in [&OPEN_MPI, &MPICH] {
+        let program = build_example(mpi, "late_sender", dir.path());
+        let run = dir.path().join(format!("{}-unwrapped", mpi.mpicc));
+        let mut command = contend();
+        command
+            .args(["record", "--mpi", "--interval", "0", "-o"])
+            .arg(&run)
+            .arg("--")
+            .args(mpi.launcher)
+            .args(["-np", "1"])
+            .arg(&program)
+            .args([":", "-np", "1", "env", "-u", "LD_PRELOAD"])
+            .arg(&program);
+        let out = output_within(&mut command, Duration::from_secs(120))
+            .unwrap_or_else(|| panic!("{}: the job had not ended after 120 s", mpi.name));
+        assert!(out.status.success(), "{}: {}", mpi.name, show(&out));
+        let stdout = text(&out.stdout);
+        assert!(stdout.contains("rank=0"), "{}: {stdout}", mpi.name);
+        assert!(stdout.contains("rank=1"), "{}: {stdout}", mpi.name);
+        assert!(
+            text(&out.stderr).contains("1 of 2 ranks did not announce themselves"),
+            "{}: {}",
+            mpi.name,
+            show(&out)
+        );
+        assert_eq!(rank_streams(&run), vec!["rank-0.cst"], "{}", mpi.name);
+        let json = report_json(&[&run]);
+        assert_eq!(json["mpi"]["world_size"], 2, "{}", mpi.name);
+        assert_eq!(
+            json["mpi"]["missing_ranks"],
+            serde_json::json!([1]),
+            "{}",
+            mpi.name
+        );
+        let shown = report_text(&[&run]);
+        assert!(
+            shown.contains("missing: rank(s) 1 left no trace (started without the MPI wrapper"),
+            "{}: {shown}",
+            mpi.name
+        );
+    }
+}
