@@ -14,9 +14,10 @@
  * /proc/self/maps to $CONTEND_MPI_DIR/maps/rank-R.maps at MPI_Init and at MPI_Finalize (a
  * second job in the same directory writes rank-R.2.cst and rank-R.2.maps on all its ranks,
  * ...: the number is the job's, agreed at MPI_Init).
- * CONTEND_MPI_DIR (and the preload) must be given to all ranks or to none: the clock
- * comparison at MPI_Init and MPI_Finalize is collective over MPI_COMM_WORLD (a job that
- * breaks this waits for good in MPI_Init; rank 0 says why after 10 s: see start()).
+ * A rank started without CONTEND_MPI_DIR or without the preload runs unrecorded and does not
+ * hold up the others: the start-up agreement makes no collective call over MPI_COMM_WORLD
+ * (see join()); the clock comparison at MPI_Init and MPI_Finalize is collective over the
+ * ranks that joined only.
  *
  * How calls reach the wrapper. On x86-64 every intercepted MPI_X is a one-instruction
  * assembly stub, `jmp *contend_tgt_MPI_X`, exported under the MPI name. The target is the C
@@ -131,8 +132,8 @@ enum {
 #define RQ_QUEUE 16u    /* the entry's val indexes g_rq: a handle shared by several requests */
 #define RQ_QUEUE_MAX 65536u /* a shared handle's queue drops its oldest request beyond this */
 
-/* How long rank 0's first collective in MPI_Init may wait for the others before the wrapper
- * says what may be wrong (some ranks without CONTEND_MPI_DIR or without the wrapper). */
+/* How long rank 0's agreement in MPI_Init (at most JOIN_WAIT_NS for the announcements, then
+ * the members' communicator) may take before the wrapper says what may be wrong. */
 #define INIT_WAIT_HINT_NS 10000000000ull
 
 #define TLS_IE __attribute__((tls_model("initial-exec")))
@@ -560,8 +561,8 @@ static void flush_locked(uint64_t now)
  * for 50 ms, which the calls themselves would otherwise have written), wakes about 20 times a
  * second, never calls MPI (MPI_THREAD_SINGLE holds), runs with every signal blocked, and ends
  * at MPI_Finalize. A forked child has no flusher (and records nothing). It starts in MPI_Init
- * before the wrapper's first collective call, and on rank 0 says once if that call has waited
- * INIT_WAIT_HINT_NS (the other ranks may never make it: see start()). */
+ * before the start-up agreement, and on rank 0 says once if the agreement has taken
+ * INIT_WAIT_HINT_NS (see start()). */
 static void *flusher_main(void *arg)
 {
     (void)arg;
@@ -578,9 +579,8 @@ static void *flusher_main(void *arg)
         uint64_t since = __atomic_load_n(&g_init_wait, __ATOMIC_ACQUIRE);
         if (since && !hinted && now_ns() - since >= INIT_WAIT_HINT_NS) {
             hinted = 1;
-            say("contend: rank 0 has waited %llu s in MPI_Init for the other ranks; if it never "
-                "returns, some ranks run without CONTEND_MPI_DIR or without the MPI wrapper "
-                "in LD_PRELOAD: both must be given to all ranks or to none\n",
+            say("contend: rank 0 has waited %llu s in MPI_Init for the ranks that announced "
+                "themselves to make their communicator; one of them may have stopped\n",
                 (unsigned long long)(INIT_WAIT_HINT_NS / 1000000000ull));
         }
         if (pthread_mutex_trylock(&g_lock) != 0) {
@@ -1653,15 +1653,10 @@ static int join_comm(const char *members)
     return rc;
 }
 
-/* After a successful PMPI_Init / PMPI_Init_thread: sets up and starts recording.
- *
- * The duplicate of MPI_COMM_WORLD is the wrapper's first collective call: a rank whose
- * program runs without CONTEND_MPI_DIR or without the wrapper never makes it, and the ranks
- * that do wait in it for good. That cannot be detected without a collective call every rank
- * makes, which a rank without the wrapper does not make (and a wrapper without
- * CONTEND_MPI_DIR must stay a pure pass-through: it cannot make one either, lest a job with
- * the wrapper preloaded on some ranks only hang). So the flusher thread starts first and,
- * on rank 0, says after INIT_WAIT_HINT_NS what the cause may be. */
+/* After a successful PMPI_Init / PMPI_Init_thread: sets up and starts recording. The
+ * agreement on who records is bounded (join()); the flusher thread starts first all the
+ * same, and on rank 0 says after INIT_WAIT_HINT_NS if the members' communicator is still not
+ * made (a member that stopped between its announcement and MPI_Comm_create_group). */
 static void start(int fn, void *site, uint64_t t0, uint64_t t1, int rc, const char *library)
 {
     PMPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
