@@ -409,6 +409,77 @@ pub fn refusals(run_dir: &Path) -> Vec<String> {
     out
 }
 
+/// The ranks the wrapper's start-up agreement did not count in, one line per job: rank 0's
+/// decision `mpi-join/N.members` holds one `0` or `1` per world rank. Regular files only, not
+/// followed through a symlink, at most 16 MiB each.
+pub fn unannounced(run_dir: &Path) -> Vec<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    const MAX: u64 = 16 << 20;
+    let dir = run_dir.join("mpi-join");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut jobs: Vec<(u32, Vec<usize>)> = Vec::new();
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(job) = name
+            .to_str()
+            .and_then(|n| n.strip_suffix(".members"))
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(meta) = std::fs::symlink_metadata(e.path()) else {
+            continue;
+        };
+        if !meta.is_file() || meta.len() > MAX {
+            continue;
+        }
+        let Ok(file) = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(e.path())
+        else {
+            continue;
+        };
+        let mut bytes = Vec::new();
+        if file.take(MAX).read_to_end(&mut bytes).is_err() {
+            continue;
+        }
+        let missing: Vec<usize> = bytes
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| **b == b'0')
+            .map(|(r, _)| r)
+            .collect();
+        if !missing.is_empty() {
+            jobs.push((job, missing));
+        }
+    }
+    jobs.sort();
+    let several = jobs.len() > 1 || jobs.iter().any(|(j, _)| *j > 1);
+    jobs.into_iter()
+        .map(|(job, ranks)| {
+            let mut list: Vec<String> = ranks.iter().take(20).map(|r| r.to_string()).collect();
+            if ranks.len() > 20 {
+                list.push(format!("and {} more", ranks.len() - 20));
+            }
+            format!(
+                "rank(s) {}{} did not announce themselves to the MPI wrapper in time and were not \
+                 recorded: started without LD_PRELOAD or CONTEND_MPI_DIR (a wrapper script, a \
+                 container or a launcher that rebuilt the environment?); the job ran as usual",
+                list.join(", "),
+                if several {
+                    format!(" of MPI job {job}")
+                } else {
+                    String::new()
+                },
+            )
+        })
+        .collect()
+}
+
 /// As `which::which`, but a path is taken when it is a file at all (a launcher given by path
 /// that is not executable is then refused by the launch, with the system's reason).
 fn which(name: &str) -> Option<PathBuf> {
@@ -533,6 +604,32 @@ mod tests {
         assert_eq!(
             Implementation::from_text("libmpi.so.40"),
             Some(Implementation::OpenMpi)
+        );
+    }
+
+    #[test]
+    fn ranks_left_out_of_the_agreement_are_named_per_job() {
+        let run = tempfile::tempdir().unwrap();
+        assert!(unannounced(run.path()).is_empty());
+        let join = run.path().join("mpi-join");
+        std::fs::create_dir(&join).unwrap();
+        std::fs::write(join.join("1.members"), "1011").unwrap();
+        std::fs::write(join.join("1.rank-0"), "1").unwrap();
+        let found = unannounced(run.path());
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].starts_with("rank(s) 1 did not announce"),
+            "{found:?}"
+        );
+        std::fs::write(join.join("2.members"), "100").unwrap();
+        // A symlink is not followed.
+        std::os::unix::fs::symlink(join.join("2.members"), join.join("3.members")).unwrap();
+        let found = unannounced(run.path());
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(found[0].starts_with("rank(s) 1 of MPI job 1 "), "{found:?}");
+        assert!(
+            found[1].starts_with("rank(s) 1, 2 of MPI job 2 "),
+            "{found:?}"
         );
     }
 }

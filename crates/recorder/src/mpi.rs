@@ -9,6 +9,8 @@ use trace::{RunDir, StreamRole};
 
 /// What `unavailable` calls a rank that refused the wrapper.
 pub const REFUSED: &str = "MPI calls of a rank";
+/// What `unavailable` calls ranks that ran without the wrapper.
+pub const UNANNOUNCED: &str = "MPI calls of ranks without the wrapper";
 
 /// Prepares an MPI recording: the command with the wrapper preloaded in every rank, the
 /// environment for the launcher, and the cache the wrapper is in (a temporary one is removed
@@ -108,6 +110,13 @@ pub fn collect(run: &RunDir, meta: &mut Meta, notices: &mut dyn FnMut(Notice)) -
             meta.events_dropped += dropped;
             ranks.streams += 1;
         }
+    }
+    for why in observe::mpi::unannounced(run.path()) {
+        warn(notices, About::Outcome, why.clone());
+        meta.unavailable.push(Unavailable {
+            what: UNANNOUNCED.into(),
+            why,
+        });
     }
     for why in observe::mpi::refusals(run.path()) {
         warn(notices, About::Outcome, why.clone());

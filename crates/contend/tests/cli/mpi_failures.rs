@@ -1112,6 +1112,15 @@ fn a_rank_without_the_wrapper_does_not_hang_the_job_and_is_named() {
             mpi.name,
             show(&out)
         );
+        assert!(
+            text(&out.stderr).contains(
+                "rank(s) 1 did not announce themselves to the MPI wrapper in time and were not \
+                 recorded"
+            ),
+            "{}: {}",
+            mpi.name,
+            show(&out)
+        );
         assert_eq!(rank_streams(&run), vec!["rank-0.cst"], "{}", mpi.name);
         let json = report_json(&[&run]);
         assert_eq!(json["mpi"]["world_size"], 2, "{}", mpi.name);
