@@ -64,6 +64,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -201,6 +202,7 @@ static int g_want;              /* CONTEND_MPI_DIR is set */
 static int g_started;           /* MPI_Init / Init_thread seen */
 static volatile int g_recording; /* the stream is open and calls are recorded */
 static int g_synced;            /* took part in the clock comparison at Init */
+static int g_alone;             /* records on its own: not a member of the agreement */
 static pid_t g_pid;             /* the process that owns the stream (not a forked child) */
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t g_deflock = PTHREAD_MUTEX_INITIALIZER; /* defining new communicators */
@@ -395,20 +397,50 @@ static void sanitize(char *s)
     }
 }
 
-static int write_file_atomically(const char *path, const char *data, size_t len)
+/* Writes `data` to a new temporary file beside `path`: created with O_EXCL|O_NOFOLLOW under a
+ * name no other process can predict (pid, time, address), so that nothing planted in the run
+ * directory is written through. Returns the open descriptor's result: 0, or -1 (nothing
+ * left behind). */
+static int write_temporary(const char *path, const char *data, size_t len, char *tmp,
+                           size_t cap)
 {
-    char tmp[PATH_MAX + 32];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    snprintf(tmp, cap, "%s.tmp.%d.%lx%lx", path, (int)getpid(), (unsigned long)now.tv_nsec,
+             (unsigned long)(uintptr_t)&now);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0)
         return -1;
     int rc = cst_write_all(fd, (const uint8_t *)data, len);
     if (close(fd) != 0)
         rc = -1;
-    if (rc == 0 && rename(tmp, path) != 0)
-        rc = -1;
     if (rc != 0)
         unlink(tmp);
+    return rc;
+}
+
+/* Replaces `path` with `data` in one step (temporary file, then rename). */
+static int write_file_atomically(const char *path, const char *data, size_t len)
+{
+    char tmp[PATH_MAX + 64];
+    if (write_temporary(path, data, len, tmp, sizeof tmp) != 0)
+        return -1;
+    int rc = rename(tmp, path);
+    if (rc != 0)
+        unlink(tmp);
+    return rc;
+}
+
+/* Creates `path` holding `data` in one step unless it exists (a hard link does not replace):
+ * 0 when this call created it, 1 when it existed, -1 on error. Several processes racing to
+ * publish one decision: exactly one wins, the others read the winner's. */
+static int publish_once(const char *path, const char *data, size_t len)
+{
+    char tmp[PATH_MAX + 64];
+    if (write_temporary(path, data, len, tmp, sizeof tmp) != 0)
+        return -1;
+    int rc = link(tmp, path) == 0 ? 0 : errno == EEXIST ? 1 : -1;
+    unlink(tmp);
     return rc;
 }
 
@@ -1379,30 +1411,87 @@ static void close_stream(uint64_t end_time)
 
 /* ---------------------------------------------------------------- clock comparison */
 
-/* Collective over MPI_COMM_WORLD (on a private duplicate): rank 0 serves ranks 1, 2, ... in
- * turn; each makes 10 exchanges and keeps the one with the smallest round trip. Writes
- * mpi-clock and its two mpi-clock-offset records when recording. */
+#define JOIN_WAIT_NS 2000000000ull   /* MPI_Init ends on all ranks within ms (a PMI fence) */
+#define JOIN_MARGIN_NS 2000000000ull /* rank 0 may leave MPI_Init that much after another */
+static uint64_t join_wait_ns(void);
+
+/* Completes `req` by `deadline` (now_ns), or cancels it: 1 when it completed. Polls with
+ * PMPI_Test (progress) and yields the CPU between polls. */
+static int complete_by(MPI_Request *req, uint64_t deadline)
+{
+    int done = 0;
+    while (PMPI_Test(req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done) {
+        if (now_ns() >= deadline) {
+            /* A cancelled receive completes at once; the sends here are 0 or 8 bytes, sent
+             * eagerly, and complete locally. */
+            PMPI_Cancel(req);
+            PMPI_Wait(req, MPI_STATUS_IGNORE);
+            return 0;
+        }
+        sched_yield();
+    }
+    return done;
+}
+
+/* CLOCK_MONOTONIC and CLOCK_REALTIME read together (the monotonic reading is the middle of
+ * two around the realtime one). */
+static void realtime_pair(uint64_t *mono, uint64_t *real)
+{
+    struct timespec t;
+    uint64_t a = now_ns();
+    clock_gettime(CLOCK_REALTIME, &t);
+    uint64_t b = now_ns();
+    *mono = a + (b - a) / 2;
+    *real = (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* How long the clock comparison at MPI_Finalize waits for a member: ranks of a sound job reach
+ * MPI_Finalize up to this far apart (one writing its output while the others wait); a member
+ * that never comes (killed, or left without MPI_Finalize in an MPI that goes on) costs this
+ * once, and the ranks not compared keep their Init offset. */
+#define FINALIZE_WAIT_NS 30000000000ull
+
+/* Over the members' communicator, point to point, each operation bounded: rank 0 serves
+ * members 1, 2, ... in turn; each makes 10 exchanges and keeps the one with the smallest round
+ * trip. A rank recording on its own (g_alone) exchanges nothing. Writes mpi-clock and its two
+ * mpi-clock-offset records, and mpi.realtime (both clocks, for aligning a rank that could not
+ * compare and for cross-checking those that did), when recording. */
 static void clock_sync(int phase)
 {
     enum { EXCHANGES = 10, TAG = 0 };
     uint64_t ts, best = UINT64_MAX;
     int64_t offset = 0;
     int trips = 0;
-    if (g_rank == 0) {
+    uint64_t wait = phase == 0 ? join_wait_ns() + JOIN_MARGIN_NS : FINALIZE_WAIT_NS;
+    uint64_t deadline = now_ns() + wait;
+    if (g_alone) {
+        ts = now_ns();
+        best = 0;
+    } else if (g_rank == 0) {
         int members = 1; /* the ranks that recorded: rank 0 serves its communicator's */
         if (PMPI_Comm_size(g_sync_comm, &members) != MPI_SUCCESS)
             members = 1;
+        int missed = 0;
         for (int r = 1; r < members; r++) {
             for (int i = 0; i < EXCHANGES; i++) {
                 char ping;
-                if (PMPI_Recv(&ping, 0, MPI_BYTE, r, TAG, g_sync_comm, MPI_STATUS_IGNORE) !=
-                    MPI_SUCCESS)
+                MPI_Request q;
+                if (PMPI_Irecv(&ping, 0, MPI_BYTE, r, TAG, g_sync_comm, &q) != MPI_SUCCESS)
                     break;
+                if (!complete_by(&q, deadline)) {
+                    missed++;
+                    break;
+                }
                 uint64_t t0 = now_ns();
-                if (PMPI_Send(&t0, 8, MPI_BYTE, r, TAG, g_sync_comm) != MPI_SUCCESS)
+                if (PMPI_Isend(&t0, 8, MPI_BYTE, r, TAG, g_sync_comm, &q) != MPI_SUCCESS ||
+                    !complete_by(&q, deadline))
                     break;
             }
         }
+        if (missed)
+            say("contend: %d recording rank(s) did not reach the clock comparison at %s within "
+                "%.0f s: they keep the offset measured at MPI_Init, or none\n",
+                missed, phase == 0 ? "MPI_Init" : "MPI_Finalize", (double)wait / 1e9);
         ts = now_ns();
         best = 0;
     } else {
@@ -1410,11 +1499,13 @@ static void clock_sync(int phase)
         for (int i = 0; i < EXCHANGES; i++) {
             char ping = 0;
             uint64_t t0 = 0;
+            MPI_Request q;
             uint64_t t1 = now_ns();
-            if (PMPI_Send(&ping, 0, MPI_BYTE, 0, TAG, g_sync_comm) != MPI_SUCCESS)
+            if (PMPI_Isend(&ping, 0, MPI_BYTE, 0, TAG, g_sync_comm, &q) != MPI_SUCCESS ||
+                !complete_by(&q, deadline))
                 break;
-            if (PMPI_Recv(&t0, 8, MPI_BYTE, 0, TAG, g_sync_comm, MPI_STATUS_IGNORE) !=
-                MPI_SUCCESS)
+            if (PMPI_Irecv(&t0, 8, MPI_BYTE, 0, TAG, g_sync_comm, &q) != MPI_SUCCESS ||
+                !complete_by(&q, deadline))
                 break;
             uint64_t t2 = now_ns();
             trips++;
@@ -1437,9 +1528,15 @@ static void clock_sync(int phase)
         return;
     uint8_t recs[3][16];
     cst_mpi_clock(recs, ts, (uint8_t)phase, (uint64_t)trips, best, offset);
+    uint64_t mono, real;
+    realtime_pair(&mono, &real);
+    char label[96];
+    snprintf(label, sizeof label, "mpi.realtime=%d %llu %llu", phase, (unsigned long long)mono,
+             (unsigned long long)real);
     rlock();
     for (int i = 0; i < 3; i++)
         cst_push_encoded(&g_w, recs[i]);
+    mark(mono, label);
     runlock();
 }
 
@@ -1514,17 +1611,32 @@ static void refuse(const char *loaded)
 
 /* ---------------------------------------------------------------- the bounded start-up agreement
  *
- * WORK IN PROGRESS (issue 20, item 1). No collective over MPI_COMM_WORLD: a rank started
- * without the wrapper never makes one, and the ranks that did waited in it for good. Instead
- * each wrapped rank announces itself in the run directory (mpi-join/N.rank-R, created with
- * O_EXCL: N is the first job number not yet decided whose announcement for rank R is free,
- * which tells consecutive jobs in one directory apart); rank 0 waits for the announcements at most
- * JOIN_WAIT_NS and writes mpi-join/N.members (one '0'/'1' per world rank, atomically); the
- * members then create their private communicator with MPI_Comm_create_group, collective over
- * the members only. A rank that rank 0 did not count in (or that never sees the decision)
- * runs unrecorded. Assumes the run directory is shared by every rank's host. */
-#define JOIN_WAIT_NS 3000000000ull /* MPI_Init ends on all ranks within ms (a PMI fence) */
+ * No collective over MPI_COMM_WORLD: a rank started without the wrapper never makes one, and
+ * the ranks that did would wait in it for good. Instead each wrapped rank announces itself in
+ * the run directory (mpi-join/N.rank-R, created with O_EXCL: N is the first job number not yet
+ * decided whose announcement for rank R is free, which tells consecutive jobs in one directory
+ * apart). Rank 0 waits for the announcements at most join_wait_ns() and publishes
+ * mpi-join/N.members (one '0'/'1' per world rank) with publish_once(). Every other rank waits
+ * for that decision at most join_wait_ns() + JOIN_MARGIN_NS; when none comes (rank 0 without
+ * the wrapper, or a run directory that is not the one rank 0 writes: hosts without a shared
+ * file system) it publishes one in which nobody is a member, so that a late rank 0 reads the
+ * same decision. The members create their communicator with MPI_Comm_create_group,
+ * collective over the members only; every other wrapped rank records on its own (g_alone),
+ * its clock aligned afterwards by CLOCK_REALTIME. */
 #define JOIN_POLL_NS 1000000ull
+
+/* CONTEND_MPI_JOIN_S (seconds, decimal) or JOIN_WAIT_NS. */
+static uint64_t join_wait_ns(void)
+{
+    const char *v = getenv("CONTEND_MPI_JOIN_S");
+    if (v && *v) {
+        char *end;
+        double sec = strtod(v, &end);
+        if (*end == 0 && sec >= 0 && sec <= 3600)
+            return (uint64_t)(sec * 1e9);
+    }
+    return JOIN_WAIT_NS;
+}
 
 static int join_exists(const char *path)
 {
@@ -1538,9 +1650,42 @@ static void join_sleep(void)
     nanosleep(&ts, NULL);
 }
 
-/* Returns the members ('0'/'1' per world rank, malloc'd) or NULL when this rank is not one. */
-static char *join(void)
+/* Reads a published decision into `members` (g_size + 1 bytes): 1 when it is whole and well
+ * formed (a regular file of g_size '0'/'1' bytes), 0 otherwise. */
+static int read_decision(const char *path, char *members)
 {
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    struct stat st;
+    size_t got = 0;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == (off_t)g_size) {
+        while (got < (size_t)g_size) {
+            ssize_t r = read(fd, members + got, (size_t)g_size - got);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r <= 0)
+                break;
+            got += (size_t)r;
+        }
+    }
+    close(fd);
+    members[g_size] = 0;
+    if (got != (size_t)g_size)
+        return 0;
+    for (int r = 0; r < g_size; r++)
+        if (members[r] != '0' && members[r] != '1')
+            return 0;
+    return 1;
+}
+
+enum join_result { JOIN_MEMBER, JOIN_ALONE };
+
+/* The agreement. JOIN_MEMBER: *out is the decision ('0'/'1' per world rank, malloc'd), this
+ * rank one of its members. JOIN_ALONE: this rank records on its own, having said why. */
+static int join(char **out)
+{
+    *out = NULL;
     char dir[PATH_MAX + 32], path[PATH_MAX + 64];
     snprintf(dir, sizeof dir, "%s/mpi-join", g_dir);
     mkdir(g_dir, 0755);
@@ -1561,24 +1706,27 @@ static char *join(void)
             close(fd);
             job = n;
         } else if (errno != EEXIST) {
-            return NULL;
+            break;
         }
     }
-    if (job < 0)
-        return NULL;
+    if (job < 0) {
+        say("contend: rank %d cannot announce itself in %s: it records on its own\n", g_rank,
+            dir);
+        return JOIN_ALONE;
+    }
     char *members = (char *)malloc((size_t)g_size + 1);
     if (!members)
-        return NULL;
+        return JOIN_ALONE;
     char decided[PATH_MAX + 64];
     snprintf(decided, sizeof decided, "%s/%d.members", dir, job);
-    uint64_t start = now_ns();
+    uint64_t wait = join_wait_ns(), start = now_ns();
+    int have = 0, said = 0;
     if (g_rank == 0) {
-        int seen = 0;
+        int seen = 1;
         memset(members, '0', (size_t)g_size);
         members[g_size] = 0;
         members[0] = '1';
-        seen = 1;
-        while (seen < g_size && now_ns() - start < JOIN_WAIT_NS) {
+        while (seen < g_size && now_ns() - start < wait) {
             for (int r = 1; r < g_size; r++) {
                 if (members[r] == '1')
                     continue;
@@ -1591,42 +1739,43 @@ static char *join(void)
             if (seen < g_size)
                 join_sleep();
         }
-        if (seen < g_size)
-            say("contend: %d of %d ranks did not announce themselves within %llu s (started "
-                "without the MPI wrapper or without CONTEND_MPI_DIR?): they run unrecorded\n",
-                g_size - seen, g_size, (unsigned long long)(JOIN_WAIT_NS / 1000000000ull));
-        if (write_file_atomically(decided, members, (size_t)g_size) != 0) {
-            free(members);
-            return NULL;
+        int rc = publish_once(decided, members, (size_t)g_size);
+        if (rc == 0) {
+            have = 1;
+            if (seen < g_size)
+                say("contend: %d of %d ranks did not announce themselves within %.1f s "
+                    "(started without the MPI wrapper, or a run directory of their own): "
+                    "they are not compared with rank 0's clock\n",
+                    g_size - seen, g_size, (double)wait / 1e9);
+        } else if (rc == 1) {
+            have = read_decision(decided, members);
         }
-        return members;
-    }
-    /* Rank 0's decision: it may wait JOIN_WAIT_NS for the others, then write it. */
-    while (now_ns() - start < 2 * JOIN_WAIT_NS) {
-        int fd = open(decided, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd >= 0) {
-            size_t got = 0;
-            while (got < (size_t)g_size) {
-                ssize_t r = read(fd, members + got, (size_t)g_size - got);
-                if (r < 0 && errno == EINTR)
-                    continue;
-                if (r <= 0)
-                    break;
-                got += (size_t)r;
-            }
-            close(fd);
+    } else {
+        while (!(have = read_decision(decided, members)) && now_ns() - start < wait + JOIN_MARGIN_NS)
+            join_sleep();
+        if (!have) {
+            memset(members, '0', (size_t)g_size);
             members[g_size] = 0;
-            if (got == (size_t)g_size && members[g_rank] == '1')
-                return members;
-            break;
+            if (publish_once(decided, members, (size_t)g_size) == 1)
+                (void)read_decision(decided, members);
+            say("contend: rank %d saw no decision from rank 0 in %s within %.1f s (rank 0 "
+                "without the MPI wrapper, or this host does not share the run directory): it "
+                "records on its own, its clock aligned by CLOCK_REALTIME\n",
+                g_rank, dir, (double)(wait + JOIN_MARGIN_NS) / 1e9);
+            said = 1;
+            have = 1;
         }
-        join_sleep();
     }
-    say("contend: rank %d was not counted in by rank 0 (rank 0 without the wrapper, or this "
-        "rank too late): it runs unrecorded\n",
-        g_rank);
+    if (have && members[g_rank] == '1') {
+        *out = members;
+        return JOIN_MEMBER;
+    }
+    if (!said)
+        say("contend: rank %d was not counted in by rank 0 (it announced itself after rank "
+            "0's deadline): it records on its own, its clock aligned by CLOCK_REALTIME\n",
+            g_rank);
     free(members);
-    return NULL;
+    return JOIN_ALONE;
 }
 
 /* The members' private communicator. Returns MPI_SUCCESS or an error code. */
@@ -1670,16 +1819,18 @@ static void start(int fn, void *site, uint64_t t0, uint64_t t1, int rc, const ch
     int flusher = start_flusher() == 0;
     if (g_rank == 0)
         __atomic_store_n(&g_init_wait, now_ns(), __ATOMIC_RELEASE);
-    char *members = join();
-    int joined = members != NULL;
-    int dup = joined ? join_comm(members) : MPI_ERR_OTHER;
+    char *members = NULL;
+    uint64_t joining = now_ns();
+    g_alone = join(&members) == JOIN_ALONE;
+    uint64_t joined = now_ns();
+    /* A rank on its own has a communicator of itself, so that what follows is the same. */
+    int dup = g_alone ? PMPI_Comm_dup(MPI_COMM_SELF, &g_sync_comm) : join_comm(members);
     free(members);
     __atomic_store_n(&g_init_wait, 0, __ATOMIC_RELEASE);
     if (dup != MPI_SUCCESS) {
-        if (joined)
-            say("contend: cannot create the recording ranks' communicator; rank %d is not "
-                "recorded\n",
-                g_rank);
+        say("contend: cannot create the recording ranks' communicator; rank %d is not "
+            "recorded\n",
+            g_rank);
         __atomic_store_n(&g_flusher_stop, 1, __ATOMIC_RELEASE);
         switch_to_real(0);
         return;
@@ -1726,10 +1877,17 @@ static void start(int fn, void *site, uint64_t t0, uint64_t t1, int rc, const ch
         char lib[600];
         snprintf(lib, sizeof lib, "mpi.library=%s", library);
         sanitize(lib);
+        /* How long the agreement kept this rank in MPI_Init (long only when a rank lacks the
+         * wrapper or the shared run directory): the report says that waits just after
+         * MPI_Init were the tool's. */
+        char held[64];
+        snprintf(held, sizeof held, "mpi.startup_wait_ns=%llu",
+                 (unsigned long long)(joined - joining));
         uint64_t now = now_ns();
         pthread_mutex_lock(&g_lock);
         mark(now, host);
         mark(now, lib);
+        mark(now, held);
         flush_locked(now);
         pthread_mutex_unlock(&g_lock);
         copy_maps();

@@ -43,6 +43,31 @@ pub struct ClockFit {
     /// The offsets were applied (false for ranks on rank 0's host whose offsets are within
     /// the noise of a shared clock).
     pub applied: bool,
+    /// Where the applied offsets came from.
+    pub source: ClockSource,
+    /// The measured offset at `MPI_Init` less the one `CLOCK_REALTIME` gives (both ranks'
+    /// readings of their realtime and monotonic clocks): how far the hosts' realtime clocks
+    /// disagree, a cross-check of NTP/PTP; None when either was not recorded.
+    pub realtime_disagreement_ns: Option<i64>,
+}
+
+/// How a rank's clock was put on rank 0's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClockSource {
+    /// Rank 0 itself.
+    Reference,
+    /// Round trips with rank 0 at `MPI_Init` and `MPI_Finalize` (the smallest kept).
+    Exchange,
+    /// The same clock as rank 0's (same host, offset within a round trip's noise): nothing
+    /// applied.
+    Shared,
+    /// The rank recorded on its own (not in rank 0's start-up agreement): its
+    /// `CLOCK_REALTIME` against rank 0's, which assumes the hosts' realtime clocks agree
+    /// (NTP or PTP).
+    Realtime,
+    /// Nothing to align with: left on its own clock.
+    Unaligned,
 }
 
 /// One rank's summary (the thesis's per-process figures).
@@ -65,6 +90,10 @@ pub struct RankSummary {
     /// The stream was closed by its wrapper (false: the rank died or was killed).
     pub closed: bool,
     pub clock: ClockFit,
+    /// How long the wrapper's start-up agreement kept the rank in `MPI_Init` after the MPI
+    /// library's own initialisation (long only when some rank lacked the wrapper or the shared
+    /// run directory).
+    pub startup_wait_ns: Option<u64>,
 }
 
 /// Count and durations of one function at one call site.
@@ -173,15 +202,16 @@ pub fn analyse(ranks: &[RankInput], thresholds: Thresholds) -> MpiRun {
     // offsets (noise of half a round trip) are not applied, unless an offset is beyond what
     // a shared clock can measure (a time namespace or container on the same host); a common
     // shift keeps every corrected time non-negative.
-    let host0 = ranks
-        .iter()
-        .find(|r| r.rank == 0)
-        .and_then(|r| mark(r, "mpi.host="));
+    // A rank that recorded on its own (no round trip) is put on rank 0's clock by both ranks'
+    // CLOCK_REALTIME, read with their monotonic clocks.
+    let rank0 = ranks.iter().find(|r| r.rank == 0);
+    let host0 = rank0.and_then(|r| mark(r, "mpi.host="));
+    let realtime0 = rank0.map(realtime_pairs).unwrap_or_default();
     let fits: Vec<Alignment> = ranks
         .iter()
         .map(|r| {
             let same_host = host0.is_some() && mark(r, "mpi.host=") == host0;
-            Alignment::of(r, !same_host || own_clock(r))
+            Alignment::of(r, !same_host || own_clock(r), &realtime0)
         })
         .collect();
     let mut earliest = i64::MAX;
@@ -224,6 +254,7 @@ pub fn analyse(ranks: &[RankInput], thresholds: Thresholds) -> MpiRun {
             aborted: mark(r, "mpi.abort=").and_then(|c| c.parse().ok()),
             closed: r.closed,
             clock: fit.summary,
+            startup_wait_ns: mark(r, "mpi.startup_wait_ns=").and_then(|v| v.parse().ok()),
         };
         let (mut begin, mut end) = (None::<u64>, 0u64);
         for item in &r.items {
@@ -605,8 +636,50 @@ fn own_clock(r: &RankInput) -> bool {
     })
 }
 
+/// A rank's `mpi.realtime=PHASE MONO REAL` marks: its monotonic and realtime clocks read
+/// together at `MPI_Init` (phase 0) and `MPI_Finalize` (1).
+#[derive(Debug, Clone, Copy)]
+struct RealtimePair {
+    phase: u8,
+    mono: u64,
+    real: u64,
+}
+
+fn realtime_pairs(r: &RankInput) -> Vec<RealtimePair> {
+    r.items
+        .iter()
+        .filter_map(|i| match i {
+            MpiItem::Mark { label, .. } => r.strings.get(label)?.strip_prefix("mpi.realtime="),
+            _ => None,
+        })
+        .filter_map(|v| {
+            let mut f = v.split(' ');
+            let pair = RealtimePair {
+                phase: f.next()?.parse().ok()?,
+                mono: f.next()?.parse().ok()?,
+                real: f.next()?.parse().ok()?,
+            };
+            f.next().is_none().then_some(pair)
+        })
+        .collect()
+}
+
+/// The offset to add to a rank's monotonic clock to read rank 0's, from the two ranks'
+/// realtime readings of one phase (rank 0's other phase when it lacks that one).
+fn realtime_offset(own: &RealtimePair, rank0: &[RealtimePair]) -> Option<(u64, i64)> {
+    let zero = rank0
+        .iter()
+        .find(|p| p.phase == own.phase)
+        .or(rank0.first())?;
+    let own_gap = i128::from(own.real) - i128::from(own.mono);
+    let zero_gap = i128::from(zero.real) - i128::from(zero.mono);
+    i64::try_from(own_gap - zero_gap)
+        .ok()
+        .map(|o| (own.mono, o))
+}
+
 impl Alignment {
-    fn of(r: &RankInput, apply: bool) -> Alignment {
+    fn of(r: &RankInput, apply: bool, realtime0: &[RealtimePair]) -> Alignment {
         let samples: Vec<ClockSample> = r
             .items
             .iter()
@@ -615,6 +688,38 @@ impl Alignment {
                 _ => None,
             })
             .collect();
+        let realtime: Vec<(u8, (u64, i64))> = realtime_pairs(r)
+            .iter()
+            .filter_map(|p| realtime_offset(p, realtime0).map(|o| (p.phase, o)))
+            .collect();
+        let realtime_at = |phase| realtime.iter().find(|(p, _)| *p == phase).map(|&(_, o)| o);
+        let exchanged = samples.iter().any(|c| c.round_trips > 0);
+        if r.rank != 0 && !exchanged && !realtime.is_empty() {
+            // On its own: the realtime readings are the only link to rank 0's clock.
+            let init = realtime_at(0);
+            let fin = realtime_at(1);
+            let first = init.or(fin);
+            let last = fin.or(init);
+            let drift = match (init, fin) {
+                (Some(a), Some(b)) if b.0 > a.0 => {
+                    Some(b.1.saturating_sub(a.1) as f64 / ((b.0 - a.0) as f64 / 1e9))
+                }
+                _ => None,
+            };
+            return Alignment {
+                first,
+                last,
+                summary: ClockFit {
+                    at_init_ns: init.map(|o| o.1),
+                    at_finalize_ns: fin.map(|o| o.1),
+                    drift_ns_per_s: drift,
+                    best_round_trip_ns: None,
+                    applied: true,
+                    source: ClockSource::Realtime,
+                    realtime_disagreement_ns: None,
+                },
+            };
+        }
         let init = samples.iter().find(|c| c.phase == 0);
         let fin = samples.iter().rev().find(|c| c.phase == 1);
         let first = init.or(fin).map(|c| (c.ts, c.offset_ns)).filter(|_| apply);
@@ -638,6 +743,19 @@ impl Alignment {
                     .map(|c| c.best_round_trip_ns)
                     .min(),
                 applied: apply && !samples.is_empty(),
+                source: if r.rank == 0 {
+                    ClockSource::Reference
+                } else if !exchanged {
+                    ClockSource::Unaligned
+                } else if apply {
+                    ClockSource::Exchange
+                } else {
+                    ClockSource::Shared
+                },
+                realtime_disagreement_ns: init
+                    .filter(|c| c.round_trips > 0)
+                    .zip(realtime_at(0))
+                    .map(|(c, (_, o))| c.offset_ns.saturating_sub(o)),
             },
         }
     }

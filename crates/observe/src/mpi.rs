@@ -401,7 +401,11 @@ pub fn refusals(run_dir: &Path) -> Vec<String> {
                 .to_str()
                 .is_some_and(|n| n.starts_with(trace::layout::MPI_REFUSED_PREFIX))
         })
-        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+        // Inside the run directory, no link followed, a regular file of at most 64 KiB (the
+        // wrapper writes one line).
+        .filter_map(|e| {
+            trace::files::read_in_run_to_string(run_dir, Path::new(&e.file_name()), &REFUSAL).ok()
+        })
         .map(|t| t.trim().to_string())
         .collect();
     out.sort();
@@ -409,18 +413,28 @@ pub fn refusals(run_dir: &Path) -> Vec<String> {
     out
 }
 
-/// The ranks the wrapper's start-up agreement did not count in, one line per job: rank 0's
-/// decision `mpi-join/N.members` holds one `0` or `1` per world rank. Regular files only, not
-/// followed through a symlink, at most 16 MiB each.
+/// A wrapper's refusal note: one line.
+const REFUSAL: trace::files::Kind = trace::files::Kind {
+    what: "an MPI refusal note",
+    limit: 64 << 10,
+};
+
+/// A start-up decision `mpi-join/N.members`: one byte per world rank.
+const DECISION: trace::files::Kind = trace::files::Kind {
+    what: "an MPI start-up decision",
+    limit: 16 << 20,
+};
+
+/// The ranks the wrapper's start-up agreement did not count in, one line per job and kind:
+/// the decision `mpi-join/N.members` holds one `0` or `1` per world rank; a rank left out that
+/// announced itself (`N.rank-R`) recorded on its own, one that did not was not recorded.
+/// Read inside the run directory only (no link followed, regular files, bounded).
 pub fn unannounced(run_dir: &Path) -> Vec<String> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    const MAX: u64 = 16 << 20;
     let dir = run_dir.join("mpi-join");
     let Ok(entries) = std::fs::read_dir(&dir) else {
         return Vec::new();
     };
-    let mut jobs: Vec<(u32, Vec<usize>)> = Vec::new();
+    let mut jobs: Vec<(u32, Vec<usize>, Vec<usize>)> = Vec::new();
     for e in entries.flatten() {
         let name = e.file_name();
         let Some(job) = name
@@ -430,54 +444,63 @@ pub fn unannounced(run_dir: &Path) -> Vec<String> {
         else {
             continue;
         };
-        let Ok(meta) = std::fs::symlink_metadata(e.path()) else {
+        let rel = Path::new("mpi-join").join(&name);
+        let Ok(bytes) = trace::files::read_in_run(run_dir, &rel, &DECISION) else {
             continue;
         };
-        if !meta.is_file() || meta.len() > MAX {
-            continue;
+        let (mut alone, mut absent) = (Vec::new(), Vec::new());
+        for (rank, _) in bytes.iter().enumerate().filter(|(_, b)| **b == b'0') {
+            let announced = Path::new("mpi-join").join(format!("{job}.rank-{rank}"));
+            if trace::files::is_file_in_run(run_dir, &announced) {
+                alone.push(rank);
+            } else {
+                absent.push(rank);
+            }
         }
-        let Ok(file) = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(e.path())
-        else {
-            continue;
-        };
-        let mut bytes = Vec::new();
-        if file.take(MAX).read_to_end(&mut bytes).is_err() {
-            continue;
-        }
-        let missing: Vec<usize> = bytes
-            .iter()
-            .enumerate()
-            .filter(|(_, b)| **b == b'0')
-            .map(|(r, _)| r)
-            .collect();
-        if !missing.is_empty() {
-            jobs.push((job, missing));
+        if !alone.is_empty() || !absent.is_empty() {
+            jobs.push((job, absent, alone));
         }
     }
     jobs.sort();
-    let several = jobs.len() > 1 || jobs.iter().any(|(j, _)| *j > 1);
-    jobs.into_iter()
-        .map(|(job, ranks)| {
-            let mut list: Vec<String> = ranks.iter().take(20).map(|r| r.to_string()).collect();
-            if ranks.len() > 20 {
-                list.push(format!("and {} more", ranks.len() - 20));
-            }
-            format!(
-                "rank(s) {}{} did not announce themselves to the MPI wrapper in time and were not \
-                 recorded: started without LD_PRELOAD or CONTEND_MPI_DIR (a wrapper script, a \
-                 container or a launcher that rebuilt the environment?); the job ran as usual",
-                list.join(", "),
-                if several {
-                    format!(" of MPI job {job}")
-                } else {
-                    String::new()
-                },
-            )
-        })
-        .collect()
+    let several = jobs.len() > 1 || jobs.iter().any(|(j, ..)| *j > 1);
+    let list = |ranks: &[usize]| {
+        let mut list: Vec<String> = ranks.iter().take(20).map(|r| r.to_string()).collect();
+        if ranks.len() > 20 {
+            list.push(format!("and {} more", ranks.len() - 20));
+        }
+        list.join(", ")
+    };
+    let mut out = Vec::new();
+    for (job, absent, alone) in jobs {
+        let of_job = if several {
+            format!(" of MPI job {job}")
+        } else {
+            String::new()
+        };
+        if !absent.is_empty() {
+            out.push(format!(
+                "rank(s) {}{of_job} did not announce themselves to the MPI wrapper in this run \
+                 directory: started without LD_PRELOAD or CONTEND_MPI_DIR (a wrapper script, a \
+                 container or a launcher that rebuilt the environment?) and not recorded, or on \
+                 a host that does not share this directory (give theirs to `contend report` \
+                 with --mpi-from); the job ran as usual",
+                list(&absent)
+            ));
+        }
+        if !alone.is_empty() {
+            let why = if absent.contains(&0) {
+                "rank 0 was not recorded, so there was no clock to compare with"
+            } else {
+                "they announced themselves after rank 0's deadline (CONTEND_MPI_JOIN_S)"
+            };
+            out.push(format!(
+                "rank(s) {}{of_job} recorded on their own: {why}; their clocks are aligned by \
+                 CLOCK_REALTIME",
+                list(&alone)
+            ));
+        }
+    }
+    out
 }
 
 /// As `which::which`, but a path is taken when it is a file at all (a launcher given by path
@@ -631,5 +654,47 @@ mod tests {
             found[1].starts_with("rank(s) 1, 2 of MPI job 2 "),
             "{found:?}"
         );
+    }
+
+    #[test]
+    fn ranks_that_recorded_on_their_own_are_told_from_those_not_recorded() {
+        let run = tempfile::tempdir().unwrap();
+        let join = run.path().join("mpi-join");
+        std::fs::create_dir(&join).unwrap();
+        // Rank 0 never announced itself; ranks 1 and 2 did and decided that nobody joins.
+        std::fs::write(join.join("1.members"), "000").unwrap();
+        std::fs::write(join.join("1.rank-1"), "1").unwrap();
+        std::fs::write(join.join("1.rank-2"), "2").unwrap();
+        let found = unannounced(run.path());
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(
+            found[0].starts_with("rank(s) 0 did not announce"),
+            "{found:?}"
+        );
+        assert!(
+            found[1].starts_with("rank(s) 1, 2 recorded on their own: rank 0 was not recorded"),
+            "{found:?}"
+        );
+        // A late rank: rank 0 decided without it.
+        std::fs::write(join.join("1.members"), "110").unwrap();
+        std::fs::write(join.join("1.rank-0"), "0").unwrap();
+        let found = unannounced(run.path());
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0]
+                .starts_with("rank(s) 2 recorded on their own: they announced themselves after"),
+            "{found:?}"
+        );
+    }
+
+    #[test]
+    fn refusal_notes_are_read_bounded_and_not_through_links() {
+        let run = tempfile::tempdir().unwrap();
+        let outside = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(outside.path(), "secret").unwrap();
+        std::fs::write(run.path().join("mpi-refused-1.txt"), "built for X\n").unwrap();
+        std::os::unix::fs::symlink(outside.path(), run.path().join("mpi-refused-2.txt")).unwrap();
+        std::fs::write(run.path().join("mpi-refused-3.txt"), vec![b'x'; 100 << 10]).unwrap();
+        assert_eq!(refusals(run.path()), vec!["built for X".to_string()]);
     }
 }

@@ -80,6 +80,25 @@ pub fn render(run: &MpiRun, names: &SiteNames) -> String {
             list(&run.missing_ranks)
         );
     }
+    if let Some(line) = clocks(run) {
+        let _ = writeln!(out, "  {line}");
+    }
+    // The agreement's wait is the tool's, not the program's: say it where it shows (waits at
+    // the first calls after MPI_Init).
+    let held: Vec<String> = run
+        .ranks
+        .iter()
+        .filter_map(|r| r.startup_wait_ns.map(|ns| (r.rank, ns)))
+        .filter(|&(_, ns)| ns >= 100_000_000)
+        .map(|(rank, ns)| format!("{rank} ({:.1} s)", ns as f64 / 1e9))
+        .collect();
+    if !held.is_empty() {
+        let _ = writeln!(
+            out,
+            "  the MPI wrapper's start-up agreement kept rank(s) {} in MPI_Init, waiting for ranks without the wrapper or without this run directory: waits at the first calls after MPI_Init are contend's, not the program's",
+            held.join(", ")
+        );
+    }
     let unclosed: Vec<u32> = run
         .ranks
         .iter()
@@ -268,6 +287,57 @@ pub fn render(run: &MpiRun, names: &SiteNames) -> String {
         let _ = writeln!(out, "  note: {line}");
     }
     out
+}
+
+/// How the ranks' clocks were put on rank 0's, when any was not simply shared: which ranks by
+/// round trips, which by `CLOCK_REALTIME` (and what that assumes), which not at all, and how
+/// far the realtime clocks disagree with the round trips (a cross-check of NTP/PTP).
+fn clocks(run: &MpiRun) -> Option<String> {
+    use analysis::mpi::ClockSource;
+    let with = |source: ClockSource| -> Vec<u32> {
+        run.ranks
+            .iter()
+            .filter(|r| r.clock.source == source)
+            .map(|r| r.rank)
+            .collect()
+    };
+    let (exchange, realtime, unaligned) = (
+        with(ClockSource::Exchange),
+        with(ClockSource::Realtime),
+        with(ClockSource::Unaligned),
+    );
+    if exchange.is_empty() && realtime.is_empty() && unaligned.is_empty() {
+        return None;
+    }
+    let mut parts = Vec::new();
+    if !exchange.is_empty() {
+        let worst = run
+            .ranks
+            .iter()
+            .filter_map(|r| r.clock.realtime_disagreement_ns)
+            .max_by_key(|d| d.unsigned_abs());
+        parts.push(format!(
+            "rank(s) {} by round trips with rank 0{}",
+            list(&exchange),
+            worst.map_or(String::new(), |d| format!(
+                " (their CLOCK_REALTIME disagrees by up to {:.3} ms)",
+                d as f64 / 1e6
+            ))
+        ));
+    }
+    if !realtime.is_empty() {
+        parts.push(format!(
+            "rank(s) {} by CLOCK_REALTIME (they recorded on their own; this assumes the hosts' realtime clocks agree, by NTP or PTP)",
+            list(&realtime)
+        ));
+    }
+    if !unaligned.is_empty() {
+        parts.push(format!(
+            "rank(s) {} not at all (no comparison with rank 0 recorded: their times are their own clocks')",
+            list(&unaligned)
+        ));
+    }
+    Some(format!("clocks aligned to rank 0's: {}", parts.join("; ")))
 }
 
 fn ms(ns: u64) -> String {

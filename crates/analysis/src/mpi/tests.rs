@@ -466,3 +466,87 @@ fn ranks_on_rank_0s_host_keep_their_clock_unless_the_offset_is_beyond_noise() {
     let run = analyse(&late_sender_pair(five_seconds_ahead), Thresholds::default());
     assert!(run.ranks[1].clock.applied);
 }
+
+/// Both clocks read together at global time `at` on a rank whose monotonic clock is `offset_at`
+/// behind rank 0's and whose realtime clock is `real_error` ns ahead of the true time (whose
+/// epoch here is rank 0's monotonic zero plus 1.7e18 ns).
+fn realtime_mark(rank: &mut Rank, id: u32, phase: u8, at: u64, real_error: i64) {
+    let mono = rank.local(at);
+    let real = (1_700_000_000_000_000_000i64 + at as i64 + real_error) as u64;
+    rank.input
+        .strings
+        .insert(id, format!("mpi.realtime={phase} {mono} {real}"));
+    rank.input.items.push(MpiItem::Mark {
+        ts: mono,
+        label: id,
+    });
+}
+
+/// A late sender whose rank 1 recorded on its own (no round trip with rank 0: a run directory
+/// not shared, or announced too late): its clock 5 s ahead and drifting is aligned by the
+/// realtime readings both ranks made, exactly when the realtime clocks agree, and off by
+/// their disagreement when they do not.
+#[test]
+fn a_rank_that_recorded_on_its_own_is_aligned_by_realtime() {
+    for (real_error, expected_wait) in [(0i64, 200 * MS), (3 * MS as i64, 197 * MS)] {
+        let mut ranks = late_sender_pair(ahead_and_drifting);
+        let mut r0 = Rank {
+            input: ranks[0].clone(),
+            offset_at: none,
+        };
+        realtime_mark(&mut r0, 90, 0, MS, 0);
+        realtime_mark(&mut r0, 91, 1, 900 * MS, 0);
+        let mut r1 = Rank {
+            input: ranks[1].clone(),
+            offset_at: ahead_and_drifting,
+        };
+        // On its own: its clock records carry no round trip.
+        for item in &mut r1.input.items {
+            if let MpiItem::Clock(c) = item {
+                c.round_trips = 0;
+                c.best_round_trip_ns = 0;
+                c.offset_ns = 0;
+            }
+        }
+        realtime_mark(&mut r1, 90, 0, MS, real_error);
+        realtime_mark(&mut r1, 91, 1, 900 * MS, real_error);
+        ranks[0] = r0.input;
+        ranks[1] = r1.input;
+        let run = analyse(&ranks, Thresholds::default());
+        let fit = run.ranks[1].clock;
+        assert_eq!(fit.source, ClockSource::Realtime);
+        assert!(fit.applied);
+        assert_eq!(fit.realtime_disagreement_ns, None);
+        let wait = late_sender_wait(&run);
+        assert!(
+            wait.abs_diff(expected_wait) <= 2,
+            "{wait} vs {expected_wait}"
+        );
+    }
+}
+
+/// Ranks that compared clocks keep the exchange's offsets; the realtime readings only
+/// cross-check them: how far the hosts' realtime clocks disagree.
+#[test]
+fn exchanged_offsets_are_cross_checked_against_realtime() {
+    let mut ranks = late_sender_pair(five_seconds_ahead);
+    let mut r0 = Rank {
+        input: ranks[0].clone(),
+        offset_at: none,
+    };
+    realtime_mark(&mut r0, 90, 0, MS, 0);
+    let mut r1 = Rank {
+        input: ranks[1].clone(),
+        offset_at: five_seconds_ahead,
+    };
+    // Rank 1's host's realtime clock is 4 ms fast.
+    realtime_mark(&mut r1, 90, 0, MS, 4 * MS as i64);
+    ranks[0] = r0.input;
+    ranks[1] = r1.input;
+    let run = analyse(&ranks, Thresholds::default());
+    let fit = run.ranks[1].clock;
+    assert_eq!(fit.source, ClockSource::Exchange);
+    assert_eq!(fit.realtime_disagreement_ns, Some(-4 * MS as i64));
+    assert_eq!(run.ranks[0].clock.source, ClockSource::Reference);
+    assert_eq!(late_sender_wait(&run), 200 * MS);
+}

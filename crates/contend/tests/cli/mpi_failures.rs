@@ -1071,6 +1071,15 @@ fn an_mpmd_job_with_a_rank_in_a_time_namespace_completes_and_is_aligned() {
             "{}: offset {offset}",
             mpi.name
         );
+        // Measured by round trips; CLOCK_REALTIME, which a time namespace does not move,
+        // agrees within the round trip.
+        assert_eq!(
+            rank1["clock"]["source"], "exchange",
+            "{}: {rank1}",
+            mpi.name
+        );
+        let disagreement = rank1["clock"]["realtime_disagreement_ns"].as_i64().unwrap();
+        assert!(disagreement.abs() < 1_000_000, "{}: {rank1}", mpi.name);
         check_late_sender(&json, &text(&out.stdout), "late_sender.c")
             .unwrap_or_else(|e| panic!("{}: {e}", mpi.name));
     }
@@ -1114,8 +1123,7 @@ fn a_rank_without_the_wrapper_does_not_hang_the_job_and_is_named() {
         );
         assert!(
             text(&out.stderr).contains(
-                "rank(s) 1 did not announce themselves to the MPI wrapper in time and were not \
-                 recorded"
+                "rank(s) 1 did not announce themselves to the MPI wrapper in this run directory"
             ),
             "{}: {}",
             mpi.name,
@@ -1136,5 +1144,113 @@ fn a_rank_without_the_wrapper_does_not_hang_the_job_and_is_named() {
             "{}: {shown}",
             mpi.name
         );
+    }
+}
+
+/// Issue 20: a rank that cannot see rank 0's start-up decision (its host does not share the
+/// run directory; here a directory of its own, and a clock an hour ahead) records on its own
+/// after a bounded wait, and is put on rank 0's clock by CLOCK_REALTIME: `report --mpi-from`
+/// finds the late sender as on a shared directory. A rank 0 without the wrapper leaves the
+/// others recording on their own, and record says so.
+#[test]
+fn ranks_that_cannot_reach_rank_0s_decision_record_on_their_own() {
+    if !(require(&OPEN_MPI) && require(&MPICH)) {
+        return;
+    }
+    let probe = Command::new("unshare")
+        .args(["--time", "--fork", "--monotonic", "3600", "true"])
+        .output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        eprintln!("skipped: no time namespaces here (`unshare --time` failed)");
+        return;
+    }
+    let _guard = serial();
+    let dir = tempfile::tempdir().unwrap();
+    for mpi in [&OPEN_MPI, &MPICH] {
+        let program = build_example(mpi, "late_sender", dir.path());
+        let run = dir.path().join(format!("{}-host1", mpi.mpicc));
+        let other = dir.path().join(format!("{}-host2", mpi.mpicc));
+        let mut command = contend();
+        command
+            .args(["record", "--mpi", "--interval", "0", "-o"])
+            .arg(&run)
+            .arg("--")
+            .args(mpi.launcher)
+            .args(["-np", "1"])
+            .arg(&program)
+            .args([
+                ":",
+                "-np",
+                "1",
+                "unshare",
+                "--time",
+                "--fork",
+                "--monotonic",
+            ])
+            .args(["3600", "env"])
+            .arg(format!("CONTEND_MPI_DIR={}", other.display()))
+            .arg(&program);
+        let out = output_within(&mut command, Duration::from_secs(120))
+            .unwrap_or_else(|| panic!("{}: the job had not ended after 120 s", mpi.name));
+        assert!(out.status.success(), "{}: {}", mpi.name, show(&out));
+        assert!(
+            text(&out.stderr).contains("rank 1 saw no decision from rank 0"),
+            "{}: {}",
+            mpi.name,
+            show(&out)
+        );
+        assert_eq!(rank_streams(&run), vec!["rank-0.cst"], "{}", mpi.name);
+        assert_eq!(rank_streams(&other), vec!["rank-1.cst"], "{}", mpi.name);
+        let json = report_json(&[run.as_os_str(), OsStr::new("--mpi-from"), other.as_os_str()]);
+        let rank1 = &json["mpi"]["ranks"][1];
+        assert_eq!(
+            rank1["clock"]["source"], "realtime",
+            "{}: {rank1}",
+            mpi.name
+        );
+        // An hour ahead: add −3600 s. Both clocks are read together on each rank (a few µs
+        // apart), and the realtime clock is this machine's on both.
+        let offset = rank1["clock"]["at_init_ns"].as_i64().unwrap();
+        assert!(
+            (offset + 3_600_000_000_000).abs() < 1_000_000,
+            "{}: offset {offset}",
+            mpi.name
+        );
+        assert_eq!(json["mpi"]["missing_ranks"], serde_json::json!([]));
+        check_late_sender(&json, &text(&out.stdout), "late_sender.c")
+            .unwrap_or_else(|e| panic!("{}: {e}", mpi.name));
+        let shown = report_text(&[run.as_os_str(), OsStr::new("--mpi-from"), other.as_os_str()]);
+        assert!(
+            shown.contains("rank(s) 1 by CLOCK_REALTIME (they recorded on their own"),
+            "{}: {shown}",
+            mpi.name
+        );
+
+        // Rank 0 without the wrapper: rank 1 records on its own in the shared directory.
+        let run = dir.path().join(format!("{}-rank0-unwrapped", mpi.mpicc));
+        let mut command = contend();
+        command
+            .args(["record", "--mpi", "--interval", "0", "-o"])
+            .arg(&run)
+            .arg("--")
+            .args(mpi.launcher)
+            .args(["-np", "1", "env", "-u", "LD_PRELOAD"])
+            .arg(&program)
+            .args([":", "-np", "1"])
+            .arg(&program);
+        let out = output_within(&mut command, Duration::from_secs(120))
+            .unwrap_or_else(|| panic!("{}: the job had not ended after 120 s", mpi.name));
+        assert!(out.status.success(), "{}: {}", mpi.name, show(&out));
+        let err = text(&out.stderr);
+        assert!(
+            err.contains("rank(s) 0 did not announce themselves")
+                && err.contains("rank(s) 1 recorded on their own: rank 0 was not recorded"),
+            "{}: {}",
+            mpi.name,
+            show(&out)
+        );
+        assert_eq!(rank_streams(&run), vec!["rank-1.cst"], "{}", mpi.name);
+        let json = report_json(&[&run]);
+        assert_eq!(json["mpi"]["missing_ranks"], serde_json::json!([0]));
     }
 }
