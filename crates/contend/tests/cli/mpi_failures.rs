@@ -1011,8 +1011,8 @@ fn fortran_late_sender_is_found_at_its_fortran_line() {
 // ------------------------------------------------------------------ MPMD and own clocks
 
 /// Issue 20: `mpirun -np 1 ./ls : -np 1 unshare --time ... ./ls`, the second rank in a time
-/// namespace whose CLOCK_MONOTONIC is 1 s ahead (as on another host), on rank 0's host. Open
-/// MPI's `-x` once reached the first application context only: the job hung for good. Now it
+/// namespace whose CLOCK_MONOTONIC is 1 s or an hour ahead (as on another host), on rank 0's
+/// host. Open MPI's `-x` once reached the first application context only: the job hung for good. Now it
 /// completes as without contend, both ranks are recorded, and the late sender is found once
 /// rank 1's offset is applied (the same hostname no longer means the same clock).
 #[test]
@@ -1029,9 +1029,15 @@ fn an_mpmd_job_with_a_rank_in_a_time_namespace_completes_and_is_aligned() {
     }
     let _guard = serial();
     let dir = tempfile::tempdir().unwrap();
-    for mpi in [&OPEN_MPI, &MPICH] {
+    // 1 s and an hour ahead: the offset is measured, whatever its size.
+    for (mpi, ahead_s) in [
+        (&OPEN_MPI, 1i64),
+        (&MPICH, 1),
+        (&OPEN_MPI, 3600),
+        (&MPICH, 3600),
+    ] {
         let program = build_example(mpi, "late_sender", dir.path());
-        let run = dir.path().join(format!("{}-mpmd", mpi.mpicc));
+        let run = dir.path().join(format!("{}-mpmd-{ahead_s}", mpi.mpicc));
         let mut command = contend();
         command
             .args(["record", "--mpi", "--interval", "0", "-o"])
@@ -1048,8 +1054,8 @@ fn an_mpmd_job_with_a_rank_in_a_time_namespace_completes_and_is_aligned() {
                 "--time",
                 "--fork",
                 "--monotonic",
-                "1",
             ])
+            .arg(ahead_s.to_string())
             .arg(&program);
         let out = output_within(&mut command, Duration::from_secs(120))
             .unwrap_or_else(|| panic!("{}: the job had not ended after 120 s", mpi.name));
@@ -1065,9 +1071,9 @@ fn an_mpmd_job_with_a_rank_in_a_time_namespace_completes_and_is_aligned() {
         let rank1 = &json["mpi"]["ranks"][1];
         assert_eq!(rank1["clock"]["applied"], true, "{}: {rank1}", mpi.name);
         let offset = rank1["clock"]["at_init_ns"].as_i64().unwrap();
-        // 1 s ahead: add about −1 s (within the round trip, far below a millisecond here).
+        // Ahead: add about −ahead_s (within the round trip, far below a millisecond here).
         assert!(
-            (offset + 1_000_000_000).abs() < 1_000_000,
+            (offset + ahead_s * 1_000_000_000).abs() < 1_000_000,
             "{}: offset {offset}",
             mpi.name
         );
