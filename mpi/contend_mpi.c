@@ -1412,7 +1412,7 @@ static void close_stream(uint64_t end_time)
 /* ---------------------------------------------------------------- clock comparison */
 
 #define JOIN_WAIT_NS 2000000000ull   /* MPI_Init ends on all ranks within ms (a PMI fence) */
-#define JOIN_MARGIN_NS 2000000000ull /* rank 0 may leave MPI_Init that much after another */
+#define JOIN_MARGIN_NS 1000000000ull /* rank 0 may leave MPI_Init that much after another */
 static uint64_t join_wait_ns(void);
 
 /* Completes `req` by `deadline` (now_ns), or cancels it: 1 when it completed. Polls with
