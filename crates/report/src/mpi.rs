@@ -76,7 +76,7 @@ pub fn render(run: &MpiRun, names: &SiteNames) -> String {
     if !run.missing_ranks.is_empty() {
         let _ = writeln!(
             out,
-            "  missing: rank(s) {} left no trace (started without the MPI wrapper, e.g. a script or container that dropped LD_PRELOAD, died before MPI_Init, or their trace was lost); the others are analysed",
+            "  missing: rank(s) {} left no trace (started without the MPI wrapper, e.g. a script or container that dropped LD_PRELOAD; ran on a host that does not share this run directory: give its directory with --mpi-from; died before MPI_Init; or their trace was lost); the others are analysed",
             list(&run.missing_ranks)
         );
     }
