@@ -10,7 +10,7 @@ mod exit;
 mod output;
 mod ui;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
 const AFTER_HELP: &str = "\
@@ -93,6 +93,14 @@ enum Command {
     /// latency --svg latency.svg`, `contend bench ctx --cpus 0 2 4 8`, `contend bench mem
     /// stream --nt`, `contend bench numa numa01,numa02`.
     Bench(cmd::bench::Args),
+    /// Print the shell completion script for bash, zsh, fish, elvish or powershell.
+    ///
+    /// Example: `source <(contend completions bash)`, `contend completions zsh > ~/.zfunc/_contend`.
+    Completions(cmd::shell::CompletionsArgs),
+    /// Print the manual page (roff), or write one per subcommand with --out-dir.
+    ///
+    /// Example: `contend man | man -l -`, `contend man --out-dir /usr/share/man/man1`.
+    Man(cmd::shell::ManArgs),
 }
 
 fn main() -> ExitCode {
@@ -117,6 +125,8 @@ fn main() -> ExitCode {
         Command::Cc(a) => cmd::cc::run(a),
         Command::C2c(a) => cmd::c2c::run(a),
         Command::Bench(a) => cmd::bench::run(a),
+        Command::Completions(a) => cmd::shell::completions(a, Cli::command()),
+        Command::Man(a) => cmd::shell::man(a, Cli::command()),
     };
     // The reader of stdout gone (`| head`) ends a command quietly, with 0 (output.rs says why).
     match result.and_then(|()| output::finish()) {

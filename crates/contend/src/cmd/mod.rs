@@ -8,5 +8,6 @@ pub mod diff;
 pub mod record;
 pub mod report;
 pub mod scale;
+pub mod shell;
 pub mod topo;
 pub mod where_;

@@ -33,6 +33,7 @@ mod report;
 mod scale;
 mod scale_truth;
 mod sharing;
+mod shell;
 mod topo;
 mod whatif;
 mod r#where;
