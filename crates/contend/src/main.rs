@@ -30,6 +30,42 @@ Results go to stdout, notices and errors to stderr. Run `contend demo` for a gui
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Print tables whole, however wide (as when stdout is not a terminal). On a terminal, or
+    /// with COLUMNS set, tables drop their least important columns to fit and say which.
+    #[arg(long, global = true)]
+    wide: bool,
+    /// The table columns to show, by their headers, comma-separated (the first column always
+    /// shows): e.g. `--columns "STREAM,EVENTS,BY KIND"`.
+    #[arg(long, global = true, value_delimiter = ',', value_name = "NAMES")]
+    columns: Vec<String>,
+}
+
+/// The width output is fitted to: COLUMNS when set (a number of at least 20), else the
+/// terminal's when stdout is one; none with --wide, or when piped (scripts get every column).
+fn output_width(wide: bool) -> Option<usize> {
+    use std::io::IsTerminal;
+    if wide {
+        return None;
+    }
+    if let Some(n) = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&n| n >= 20)
+    {
+        return Some(n);
+    }
+    if !std::io::stdout().is_terminal() {
+        return None;
+    }
+    let mut size = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ fills a winsize; stdout is a terminal.
+    let rc = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) };
+    (rc == 0 && size.ws_col >= 20).then_some(usize::from(size.ws_col))
 }
 
 #[derive(Subcommand)]
@@ -114,6 +150,10 @@ fn main() -> ExitCode {
     }
     observe::reaper::enable();
     let cli = Cli::parse();
+    report::table::set_fit(report::table::Fit {
+        width: output_width(cli.wide),
+        columns: cli.columns.clone(),
+    });
     let result = match cli.command {
         Command::Topo(a) => cmd::topo::run(a),
         Command::Where(a) => cmd::where_::run(a),

@@ -133,6 +133,7 @@ fn summary_table(r: &LockReport) -> String {
     let cp = &r.critical;
     let run = r.duration_ns();
     let mut t = new_table(&["", "ALL EVENTS", "ON THE CRITICAL PATH"], &[1, 2]);
+    t.keep(&[1]);
     t.add_row(vec![
         "mutex events (acquisition to release)".to_string(),
         all.events.to_string(),
@@ -235,7 +236,8 @@ fn what_if_note(w: Option<&WhatIfs>, naming: &Naming) -> String {
         );
     }
     text.push_str(" Bound: no schedule is shorter than its longest thread alone or than all the CPU time shared by the CPUs.");
-    let mut out = wrap(&text, 98, "  ");
+    let width = crate::table::fit_width().map_or(98, |w| w.min(98));
+    let mut out = wrap(&text, width, "  ");
     for p in w.locks.iter().filter(|p| p.why_bound.is_some()) {
         let _ = writeln!(
             out,
@@ -269,6 +271,34 @@ fn wrap(text: &str, width: usize, indent: &str) -> String {
     out
 }
 
+/// One line naming the lock waited on longest, its waits and its call site with the most
+/// waiting: printed right after the run's header, so that the first screen of a terminal says
+/// it whatever follows.
+pub fn headline(r: &LockReport, naming: &Naming) -> Option<String> {
+    let top = r.locks.iter().filter(|l| l.wait_ns > 0).max_by_key(|l| l.wait_ns)?;
+    let site = top.sites.iter().max_by_key(|s| s.wait_ns);
+    let run_ns = r.end_ns.saturating_sub(r.start_ns);
+    Some(format!(
+        "Top lock: {} waited {} ms in {} contended acquisition(s){}{}",
+        naming.lock(top.lock),
+        ms(top.wait_ns),
+        top.contended,
+        if run_ns > 0 {
+            format!(
+                " ({:.1} thread-s per s of run)",
+                top.wait_ns as f64 / run_ns as f64
+            )
+        } else {
+            String::new()
+        },
+        site.map_or(String::new(), |s| format!(
+            ", most at {} ({} ms)",
+            naming.site(s.site),
+            ms(s.wait_ns)
+        ))
+    ))
+}
+
 fn lock_table(locks: &[LockStats], naming: &Naming, what_if: Option<&WhatIfs>) -> String {
     let mut t = new_table(
         &[
@@ -291,6 +321,8 @@ fn lock_table(locks: &[LockStats], naming: &Naming, what_if: Option<&WhatIfs>) -
         ],
         &[2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15],
     );
+    // Kept to the last: the lock, how often and how long it was waited for, and the what-if.
+    t.drop_first(&[10, 6, 7, 8, 11, 12, 13, 1, 5, 9, 14, 2]);
     let opt = |v: Option<u64>| v.map(|x| us(x as f64)).unwrap_or_else(|| "n/a".into());
     for l in locks {
         t.add_row(vec![
@@ -328,6 +360,7 @@ fn site_table(l: &LockStats, naming: &Naming, top: usize) -> String {
         ],
         &[1, 2, 3, 4, 5, 6],
     );
+    t.drop_first(&[5, 6, 4, 2, 1]);
     for s in l.sites.iter().take(top) {
         t.add_row(vec![
             naming.site(s.site),

@@ -1,10 +1,171 @@
-//! Table style shared by every terminal table, so all commands look alike.
+//! Table style shared by every terminal table, so all commands look alike, and fitted to the
+//! terminal: when a width is set ([`set_fit`], from the terminal or `COLUMNS`), a table wider
+//! than it drops its least important columns (the ones it names with
+//! [`Fitted::drop_first`], then from the right; never the first) and says which, and wraps
+//! cells only when even that is not enough. Piped output keeps every column.
 
 use comfy_table::presets::UTF8_BORDERS_ONLY;
-use comfy_table::{CellAlignment, ContentArrangement, Table};
+use comfy_table::{Cell, CellAlignment, ContentArrangement, Table};
+use std::fmt;
+use std::sync::OnceLock;
+
+/// How tables fit the output: `width` None keeps every column (a pipe, `--wide`); `columns`
+/// names the columns to show (by header, case-insensitive; the first column always shows).
+#[derive(Debug, Clone, Default)]
+pub struct Fit {
+    pub width: Option<usize>,
+    pub columns: Vec<String>,
+}
+
+static FIT: OnceLock<Fit> = OnceLock::new();
+
+/// Sets how every table of this process fits (once, before rendering; later calls are ignored).
+pub fn set_fit(fit: Fit) {
+    let _ = FIT.set(fit);
+}
+
+/// The width tables and text are fitted to, if any.
+pub fn fit_width() -> Option<usize> {
+    FIT.get().and_then(|f| f.width)
+}
+
+/// A table that fits itself to the output when displayed. Derefs to the comfy-table it builds.
+pub struct Fitted {
+    table: Table,
+    /// Columns to drop first when the table is too wide, in order.
+    drop_first: Vec<usize>,
+    /// Right-aligned columns.
+    numeric: Vec<usize>,
+    /// Columns never dropped (cells wrap instead), besides the first.
+    keep: Vec<usize>,
+}
+
+impl std::ops::Deref for Fitted {
+    type Target = Table;
+    fn deref(&self) -> &Table {
+        &self.table
+    }
+}
+
+impl std::ops::DerefMut for Fitted {
+    fn deref_mut(&mut self) -> &mut Table {
+        &mut self.table
+    }
+}
+
+impl Fitted {
+    /// Names the columns (by index) that go first when the table does not fit, in order.
+    pub fn drop_first(&mut self, columns: &[usize]) -> &mut Self {
+        self.drop_first = columns.to_vec();
+        self
+    }
+
+    /// Names columns that are never dropped to fit (their cells wrap instead): a table whose
+    /// values are the point. The first column is never dropped either.
+    pub fn keep(&mut self, columns: &[usize]) -> &mut Self {
+        self.keep = columns.to_vec();
+        self
+    }
+
+    /// The table with only `keep`'s columns (in their order), and cells wrapped to `wrap`.
+    fn subset(&self, keep: &[usize], wrap: Option<usize>) -> Table {
+        let mut t = Table::new();
+        t.load_preset(UTF8_BORDERS_ONLY)
+            .set_content_arrangement(ContentArrangement::Disabled);
+        if let Some(header) = self.table.header() {
+            let cells: Vec<Cell> = header.cell_iter().cloned().collect();
+            t.set_header(keep.iter().filter_map(|&i| cells.get(i).cloned()));
+        }
+        for row in self.table.row_iter() {
+            let cells: Vec<&Cell> = row.cell_iter().collect();
+            t.add_row(keep.iter().map(|&i| cells.get(i).map_or_else(|| Cell::new(""), |c| (*c).clone())));
+        }
+        for (to, from) in keep.iter().enumerate() {
+            if let (true, Some(col)) = (self.numeric.contains(from), t.column_mut(to)) {
+                col.set_cell_alignment(CellAlignment::Right);
+            }
+        }
+        if let Some(w) = wrap {
+            t.set_content_arrangement(ContentArrangement::Dynamic)
+                .set_width(u16::try_from(w).unwrap_or(u16::MAX));
+        }
+        t
+    }
+
+    fn header_name(&self, i: usize) -> String {
+        self.table
+            .header()
+            .and_then(|h| h.cell_iter().nth(i))
+            .map(|c| c.content().trim().to_string())
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| format!("column {}", i + 1))
+    }
+}
+
+/// The widest line of `text`, in characters (the borders and the units used are one column
+/// each).
+pub fn text_width(text: &str) -> usize {
+    text.lines().map(|l| l.chars().count()).max().unwrap_or(0)
+}
+
+impl fmt::Display for Fitted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let fit = FIT.get().cloned().unwrap_or_default();
+        let n = self
+            .table
+            .row_iter()
+            .map(|r| r.cell_count())
+            .chain(self.table.header().map(|h| h.cell_count()))
+            .max()
+            .unwrap_or(0);
+        let mut keep: Vec<usize> = (0..n).collect();
+        if !fit.columns.is_empty() {
+            keep.retain(|&i| {
+                i == 0
+                    || fit
+                        .columns
+                        .iter()
+                        .any(|c| c.eq_ignore_ascii_case(&self.header_name(i)))
+            });
+        }
+        let Some(width) = fit.width else {
+            return write!(f, "{}", self.subset(&keep, None));
+        };
+        let mut order: Vec<usize> = self.drop_first.clone();
+        order.extend((1..n).rev().filter(|i| !self.drop_first.contains(i)));
+        order.retain(|i| !self.keep.contains(i));
+        let mut dropped = Vec::new();
+        let mut shown = self.subset(&keep, None).to_string();
+        for i in order {
+            // Two columns at least (a name and its value): past that, cells wrap.
+            if text_width(&shown) <= width || keep.len() <= 2 {
+                break;
+            }
+            if let Some(at) = keep.iter().position(|&k| k == i) {
+                keep.remove(at);
+                dropped.push(i);
+                shown = self.subset(&keep, None).to_string();
+            }
+        }
+        if text_width(&shown) > width {
+            shown = self.subset(&keep, Some(width)).to_string();
+        }
+        writeln!(f, "{shown}")?;
+        if !dropped.is_empty() {
+            dropped.sort_unstable();
+            let names: Vec<String> = dropped.iter().map(|&i| self.header_name(i)).collect();
+            write!(
+                f,
+                "(left out to fit: {}; --wide shows all)",
+                names.join(", ")
+            )?;
+        }
+        Ok(())
+    }
+}
 
 /// A table with a header row; numeric columns (given by index) are right-aligned.
-pub fn new_table(header: &[&str], numeric_columns: &[usize]) -> Table {
+pub fn new_table(header: &[&str], numeric_columns: &[usize]) -> Fitted {
     let mut t = Table::new();
     t.load_preset(UTF8_BORDERS_ONLY)
         .set_content_arrangement(ContentArrangement::Disabled)
@@ -14,7 +175,12 @@ pub fn new_table(header: &[&str], numeric_columns: &[usize]) -> Table {
             col.set_cell_alignment(CellAlignment::Right);
         }
     }
-    t
+    Fitted {
+        table: t,
+        drop_first: Vec::new(),
+        numeric: numeric_columns.to_vec(),
+        keep: Vec::new(),
+    }
 }
 
 /// What is shown where a value was not measured (never a zero).

@@ -184,6 +184,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     if !args.json {
         crate::output::out!("{}", report::run_summary::render(&loaded.summary));
+        if let Some(line) = loaded
+            .locks
+            .as_ref()
+            .and_then(|l| report::locks::headline(&l.report, &l.naming))
+        {
+            crate::output::outln!("\n{line}");
+        }
         if let Some(a) = &loaded.activity {
             crate::output::outln!();
             crate::output::out!("{}", report::activity::render(&a.view, args.top_threads));
@@ -225,6 +232,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 )
             );
         }
+        crate::output::outln!();
+        crate::output::out!("{}", report::run_summary::render_streams(&loaded.summary));
     }
     if let Some(dir) = &args.sharing.sharing_svg {
         match &loaded.sharing {
