@@ -228,8 +228,15 @@ mod wrap_tests {
     #[test]
     fn long_lines_wrap_at_spaces_with_a_hanging_indent() {
         let mut out = String::new();
-        super::wrap_line("  missing: rank(s) 1 left no trace here at all", 20, &mut out);
-        assert_eq!(out, "  missing: rank(s) 1\n    left no trace\n    here at all\n");
+        super::wrap_line(
+            "  missing: rank(s) 1 left no trace here at all",
+            20,
+            &mut out,
+        );
+        assert_eq!(
+            out,
+            "  missing: rank(s) 1\n    left no trace\n    here at all\n"
+        );
         for line in out.lines() {
             assert!(line.chars().count() <= 20, "{line}");
         }

@@ -10,9 +10,22 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::fmt::Display;
 use std::io::Write;
 
-/// One line on stderr, dropped if stderr is closed.
+/// One line on stderr, dropped if stderr is closed; wrapped like stdout's lines when stderr
+/// is a terminal and a width is set (`COLUMNS`, stdout's terminal).
 fn line(prefix: &str, msg: impl Display) {
-    let _ = writeln!(std::io::stderr().lock(), "contend: {prefix}{msg}");
+    use std::io::IsTerminal;
+    let text = format!("contend: {prefix}{msg}");
+    let mut out = String::new();
+    match report::table::fit_width() {
+        Some(width) if std::io::stderr().is_terminal() => {
+            crate::output::wrap_line(&text, width, &mut out)
+        }
+        _ => {
+            out = text;
+            out.push('\n');
+        }
+    }
+    let _ = std::io::stderr().lock().write_all(out.as_bytes());
 }
 
 /// Something the user should know about the result (`contend: note: …`): a measurement left

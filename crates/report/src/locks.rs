@@ -275,7 +275,11 @@ fn wrap(text: &str, width: usize, indent: &str) -> String {
 /// waiting: printed right after the run's header, so that the first screen of a terminal says
 /// it whatever follows.
 pub fn headline(r: &LockReport, naming: &Naming) -> Option<String> {
-    let top = r.locks.iter().filter(|l| l.wait_ns > 0).max_by_key(|l| l.wait_ns)?;
+    let top = r
+        .locks
+        .iter()
+        .filter(|l| l.wait_ns > 0)
+        .max_by_key(|l| l.wait_ns)?;
     let site = top.sites.iter().max_by_key(|s| s.wait_ns);
     let run_ns = r.end_ns.saturating_sub(r.start_ns);
     Some(format!(

@@ -78,7 +78,10 @@ impl Fitted {
         }
         for row in self.table.row_iter() {
             let cells: Vec<&Cell> = row.cell_iter().collect();
-            t.add_row(keep.iter().map(|&i| cells.get(i).map_or_else(|| Cell::new(""), |c| (*c).clone())));
+            t.add_row(
+                keep.iter()
+                    .map(|&i| cells.get(i).map_or_else(|| Cell::new(""), |c| (*c).clone())),
+            );
         }
         for (to, from) in keep.iter().enumerate() {
             if let (true, Some(col)) = (self.numeric.contains(from), t.column_mut(to)) {

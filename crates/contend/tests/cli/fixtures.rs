@@ -44,7 +44,7 @@ fn copy_tree(from: &Path, to: &Path) {
 }
 
 /// The fixture `name` copied to a fresh temporary directory, as `DIR/name`.
-fn staged(name: &str) -> tempfile::TempDir {
+pub fn staged(name: &str) -> tempfile::TempDir {
     let src = fixtures().join(name);
     assert!(
         src.is_dir(),

@@ -34,6 +34,7 @@ mod scale;
 mod scale_truth;
 mod sharing;
 mod shell;
+mod terminal;
 mod topo;
 mod whatif;
 mod r#where;
