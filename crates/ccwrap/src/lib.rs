@@ -42,7 +42,7 @@ pub use parse::{
     expand_response_files, is_source_name, parse, split_command, Arg, Kind, Mode, Parsed,
 };
 pub use plan::{compile_plan, instrument_flags, link_plan, shell_words, Plan};
-pub use runtime::{find_sharing_runtime, RUNTIME_FILE};
+pub use runtime::{find_sharing_runtime, set_embedded, RUNTIME_FILE};
 
 use std::ffi::OsString;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -73,6 +73,9 @@ pub enum Error {
     /// `dir` is the directory of the running executable, where the runtime was looked for.
     #[error("the sharing runtime {RUNTIME_FILE} is not installed beside contend (looked in {0}, {0}/deps and {0}/../lib/contend): build it with `cargo build -p sharing` (`--release` for a release contend), or set CONTEND_SHARING_LIB to its path", .dir.display())]
     RuntimeNotInstalled { dir: PathBuf },
+    /// The runtime contend carries could not be written to its cache.
+    #[error("{0}")]
+    EmbeddedRuntime(String),
     /// The compiler could not be started (the error is part of the message: it says why).
     #[error("contend cc: cannot run the compiler {program}: {reason}")]
     CannotRun {

@@ -6,6 +6,17 @@ use std::path::{Path, PathBuf};
 /// The file name of the sharing runtime.
 pub const RUNTIME_FILE: &str = "libcontend_sharing.so";
 
+/// Where an installed contend finds the runtime it carries (the binary embeds it and writes
+/// it to the user's cache on first use): set once by the binary, asked only when no runtime is
+/// beside the executable.
+type Embedded = fn() -> Result<PathBuf, String>;
+static EMBEDDED: std::sync::OnceLock<Embedded> = std::sync::OnceLock::new();
+
+/// Gives the runtime an installed contend carries (see `EMBEDDED`).
+pub fn set_embedded(provider: Embedded) {
+    let _ = EMBEDDED.set(provider);
+}
+
 /// Where the sharing runtime is: `$CONTEND_SHARING_LIB`, else the newest of
 /// `libcontend_sharing.so` beside the running executable (contend), in `deps/` beside it (where
 /// cargo builds it) and in `../lib/contend/` (an installation).
@@ -19,7 +30,13 @@ pub fn find_sharing_runtime() -> Result<PathBuf, Error> {
     }
     let exe = std::env::current_exe().map_err(Error::CurrentExe)?;
     let dir = exe.parent().map(PathBuf::from).unwrap_or_default();
-    newest_beside(&dir).ok_or(Error::RuntimeNotInstalled { dir })
+    if let Some(found) = newest_beside(&dir) {
+        return Ok(found);
+    }
+    match EMBEDDED.get() {
+        Some(provider) => provider().map_err(Error::EmbeddedRuntime),
+        None => Err(Error::RuntimeNotInstalled { dir }),
+    }
 }
 
 /// The newest runtime of those beside an executable in `dir`. Cargo leaves a copy beside the

@@ -5,6 +5,7 @@
 
 mod args;
 mod cmd;
+mod embedded;
 mod examples;
 mod exit;
 mod output;
@@ -149,6 +150,7 @@ fn main() -> ExitCode {
         return ExitCode::from(observe::reaper::main(&argv[2..]) as u8);
     }
     observe::reaper::enable();
+    embedded::install();
     let cli = Cli::parse();
     report::table::set_fit(report::table::Fit {
         width: output_width(cli.wide),

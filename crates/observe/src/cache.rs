@@ -182,7 +182,9 @@ impl Cache {
             Err(why) => {
                 notice(format!(
                     "cache {} not used: {why}; contend builds what it needs in a private \
-                     temporary directory for this run",
+                     temporary directory for this run (to keep a cache: make that directory \
+                     yours alone, `chown $(id -u) DIR && chmod 700 DIR`, or set CONTEND_CACHE \
+                     to one that is)",
                     dir.display()
                 ));
                 Cache::temporary()

@@ -12,7 +12,19 @@ use trace::layout::StreamRole;
 use trace::meta::{Meta, Unavailable};
 use trace::Captured;
 
-/// The probe library: `$CONTEND_PROBE`, else beside this executable (where cargo builds it).
+/// Where an installed contend finds the probe it carries (the binary embeds it and writes it
+/// to the user's cache on first use): set once by the binary, asked only when no probe is
+/// beside the executable.
+type Embedded = fn() -> Result<PathBuf, String>;
+static EMBEDDED: std::sync::OnceLock<Embedded> = std::sync::OnceLock::new();
+
+/// Gives the probe an installed contend carries (see `EMBEDDED`).
+pub fn set_embedded(provider: Embedded) {
+    let _ = EMBEDDED.set(provider);
+}
+
+/// The probe library: `$CONTEND_PROBE`, else beside this executable (where cargo builds it),
+/// else the one contend carries, from its cache.
 pub fn find_probe() -> Result<PathBuf, RecordError> {
     if let Some(p) = std::env::var_os("CONTEND_PROBE") {
         let p = PathBuf::from(p);
@@ -41,6 +53,9 @@ pub fn find_probe() -> Result<PathBuf, RecordError> {
         .filter(|p| p.is_file())
         .max_by_key(|p| modified(p))
         .cloned()
+        .map(Ok)
+        .or_else(|| EMBEDDED.get().map(|f| f().map_err(RecordError::Failed)))
+        .transpose()?
         .ok_or_else(|| {
             RecordError::Failed(format!(
                 "the lock probe libcontend_probe.so is not installed beside contend (looked in {}): build it with `cargo build --release -p probe`, or set CONTEND_PROBE to its path",

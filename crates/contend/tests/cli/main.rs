@@ -24,6 +24,7 @@ mod hostile_private;
 mod hostile_probe;
 mod hostile_sharing;
 mod hostile_topology;
+mod installed;
 mod interfere;
 mod locks;
 mod many_threads;
