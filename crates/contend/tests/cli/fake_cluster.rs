@@ -434,9 +434,9 @@ fn mpich_names_a_host_without_the_wrapper() {
     a_host_without_the_wrapper_is_named(&MPICH);
 }
 
-/// The script itself: hosts by name, each with its own /tmp and clocks offset as it says,
-/// reachable over their subnet only (nothing of it in this namespace), and nothing left after
-/// `stop`.
+/// The script itself: hosts by name, each with its own /tmp and clocks offset as it says, a
+/// fresh environment through the ssh stand-in, their subnet absent from this namespace, and
+/// nothing left after `stop`.
 #[test]
 fn the_fake_cluster_makes_hosts_and_leaves_nothing() {
     if !require_cluster() {
@@ -454,6 +454,7 @@ for h in node0 node1 node2; do
     "$FAKE_CLUSTER_RSH" -x "$h" 'echo "$(hostname) $(cut -d" " -f1 /proc/uptime) $(ls -A /tmp | wc -l)"; touch /tmp/mine'
 done
 echo "offsets $FAKE_CLUSTER_OFFSETS_NS"
+"$FAKE_CLUSTER_RSH" node2 'echo "inherited ${FAKE_CLUSTER_HOSTS:-nothing} from the head"'
 "#;
     let out = fake_cluster(
         dir.path(),
@@ -468,7 +469,10 @@ echo "offsets $FAKE_CLUSTER_OFFSETS_NS"
         .lines()
         .map(|l| l.split_whitespace().map(str::to_string).collect())
         .collect();
-    assert_eq!(lines.len(), 4, "{}", show(&out));
+    assert_eq!(lines.len(), 5, "{}", show(&out));
+    // As sshd, the stand-in gives a fresh environment: a rank has only what its launcher
+    // passes on.
+    assert_eq!(lines[4].join(" "), "inherited nothing from the head");
     let offsets: Vec<f64> = lines[3][1]
         .split(',')
         .map(|v| v.parse::<f64>().unwrap() / 1e9)
