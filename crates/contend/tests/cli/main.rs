@@ -18,6 +18,7 @@ mod c2c_pmu;
 mod cc;
 mod demo;
 mod diff;
+mod fake_cluster;
 mod fixtures;
 mod hostile_input;
 mod hostile_private;

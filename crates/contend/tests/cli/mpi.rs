@@ -7,26 +7,13 @@
 //! Needs Open MPI and MPICH (`apt-get install openmpi-bin libopenmpi-dev mpich libmpich-dev`,
 //! which scripts/test.sh runs as root).
 
-use crate::common::mpi::{exits, require, spreads, Exits, Mpi, MPICH, OPEN_MPI};
-use crate::common::{repo, serial, text, trace_processor, CONTEND};
+use crate::common::mpi::{
+    build_examples, check, exits, require, spreads, truths, Mpi, Tolerance, MPICH, OPEN_MPI,
+};
+use crate::common::{serial, text, trace_processor, CONTEND};
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Output};
-
-fn build_examples(mpi: &Mpi, out: &Path) {
-    let status = Command::new("sh")
-        .arg(repo("examples/mpi/build.sh"))
-        .arg(mpi.mpicc)
-        .arg(out)
-        .output()
-        .unwrap();
-    assert!(
-        status.status.success(),
-        "building the examples with {}: {}",
-        mpi.mpicc,
-        String::from_utf8_lossy(&status.stderr)
-    );
-}
 
 /// Records one example under contend; returns contend's output and the report's JSON.
 fn record(mpi: &Mpi, exe: &Path, ranks: u32, args: &[&str], run: &Path) -> (Output, Value) {
@@ -54,164 +41,6 @@ fn record(mpi: &Mpi, exe: &Path, ranks: u32, args: &[&str], run: &Path) -> (Outp
         .unwrap();
     assert!(report.status.success(), "{}", text(&report.stderr));
     (out, serde_json::from_slice(&report.stdout).unwrap())
-}
-
-#[derive(Debug)]
-struct Truth {
-    pattern: String,
-    rank: u64,
-    cause: u64,
-    delay_ns: u64,
-    count: u64,
-    function: String,
-}
-
-fn truths(stdout: &str) -> Vec<Truth> {
-    stdout
-        .lines()
-        .filter_map(|l| l.strip_prefix("truth: "))
-        .map(|l| {
-            let field = |k: &str| {
-                l.split(' ')
-                    .find_map(|kv| kv.strip_prefix(&format!("{k}=")))
-                    .unwrap_or_else(|| panic!("no {k} in truth line `{l}`"))
-                    .to_string()
-            };
-            Truth {
-                pattern: field("pattern"),
-                rank: field("rank").parse().unwrap(),
-                cause: field("cause").parse().unwrap(),
-                delay_ns: field("delay_ns").parse().unwrap(),
-                count: field("count").parse().unwrap(),
-                function: field("function"),
-            }
-        })
-        .collect()
-}
-
-/// Every planted wait found as planted, at a call site in the example's source and in the
-/// function it was planted in; an `Err` says what was off.
-///
-/// How much: within 5 % of what the program measured, plus how far apart the ranks left the
-/// barriers that started the planted rounds (`exits`). A planted wait is the time from one
-/// rank's call to another's, both made right after such a barrier: a rank kept off the CPU
-/// there (busy-polling ranks beside other load on 2 CPUs) leaves the barrier late, and the
-/// wait it causes or suffers grows or shrinks by as much, which the programs' own sleep
-/// measurement cannot see. Unplanted waiting: under 10 % of the planted, plus the time the
-/// ranks spent in the rounds' barriers (as they measured it), where all of it happens; on a
-/// loaded machine a polling rank that yields its CPU may need many time slices of other
-/// programs to get through a call.
-fn check(
-    mpi: &Mpi,
-    example: &str,
-    stdout: &str,
-    exits: &[Exits],
-    report: &Value,
-) -> Result<(), String> {
-    let truths = truths(stdout);
-    let spreads = spreads(exits);
-    if truths.is_empty() {
-        return Err(format!("{example}: no truth lines in\n{stdout}"));
-    }
-    let m = &report["mpi"];
-    let instances = m["waits"]["instances"].as_array().unwrap();
-    let names = m["site_names"].as_array().unwrap();
-    let planted: u64 = truths.iter().map(|t| t.delay_ns).sum();
-    let mut unplanted = 0u64;
-    let name = mpi.name;
-    // Waiting before the first planted wait is the start-up skew of MPI_Init (absorbed by each
-    // example's first barrier), not part of the measured loop.
-    let mut loop_start = u64::MAX;
-    for t in &truths {
-        // The planted instances are the count largest of this pattern, waiter and cause; any
-        // others (the start-up barrier's microseconds) are unplanted.
-        let mut found: Vec<&Value> = instances
-            .iter()
-            .filter(|i| {
-                i["pattern"] == t.pattern.as_str() && i["rank"] == t.rank && i["cause"] == t.cause
-            })
-            .collect();
-        found.sort_by_key(|i| std::cmp::Reverse(i["wait_ns"].as_u64().unwrap()));
-        if (found.len() as u64) < t.count {
-            return Err(format!(
-                "{name} {example}: {t:?}: only {} instance(s): {found:?}",
-                found.len()
-            ));
-        }
-        let rest = found.split_off(t.count as usize);
-        for i in &found {
-            loop_start = loop_start.min(i["start_ns"].as_u64().unwrap());
-        }
-        unplanted += rest
-            .iter()
-            .map(|i| i["wait_ns"].as_u64().unwrap())
-            .sum::<u64>();
-        let total: u64 = found.iter().map(|i| i["wait_ns"].as_u64().unwrap()).sum();
-        // Planted in every round, so in the rounds started by barriers 0..count.
-        let skew: u64 = spreads.iter().take(t.count as usize).sum();
-        let off = (total as f64 - t.delay_ns as f64).abs();
-        let allowed = 0.05 * t.delay_ns as f64 + skew as f64;
-        if off > allowed {
-            return Err(format!(
-                "{name} {example}: {t:?}: the {} largest instances total {total} ns ({:.1} % \
-                 off; allowed 5 % + {skew} ns the ranks left the rounds' barriers apart: \
-                 {spreads:?})",
-                t.count,
-                off / t.delay_ns as f64 * 100.0
-            ));
-        }
-        for i in found {
-            let site = names[i["site"].as_u64().unwrap() as usize]
-                .as_str()
-                .unwrap();
-            if !site.contains(&format!("{example}.c:")) {
-                return Err(format!("{name} {example}: wait at `{site}`"));
-            }
-            // The call the rank waited in, at that site.
-            let calls = m["calls"].as_array().unwrap();
-            if !calls
-                .iter()
-                .any(|c| c["function"] == t.function.as_str() && c["site"] == i["site"])
-            {
-                return Err(format!("{name} {example}: no {} at `{site}`", t.function));
-            }
-        }
-    }
-    // Nothing else of any size: the remaining instances are barriers' microseconds (and, on
-    // a VM, the odd time slice the hypervisor took).
-    let others: Vec<&Value> = instances
-        .iter()
-        .filter(|i| {
-            !truths.iter().any(|t| {
-                i["pattern"] == t.pattern.as_str() && i["rank"] == t.rank && i["cause"] == t.cause
-            })
-        })
-        .filter(|i| !i["pattern"].as_str().unwrap().ends_with("completion"))
-        .filter(|i| i["start_ns"].as_u64().unwrap() >= loop_start)
-        .collect();
-    unplanted += others
-        .iter()
-        .map(|i| i["wait_ns"].as_u64().unwrap())
-        .sum::<u64>();
-    let in_barriers: u64 = exits.iter().map(|e| e.barrier_ns).sum();
-    if unplanted as f64 >= 0.10 * planted as f64 + in_barriers as f64 {
-        return Err(format!(
-            "{name} {example}: {unplanted} ns of unplanted waiting vs {planted} planted \
-             (allowed 10 % + the {in_barriers} ns the ranks spent in the rounds' barriers): \
-             {others:?}"
-        ));
-    }
-    if m["missing_ranks"] != Value::Array(vec![]) {
-        return Err(format!(
-            "{name} {example}: missing ranks {}",
-            m["missing_ranks"]
-        ));
-    }
-    let counts = &m["waits"]["counts"];
-    if counts["unmatched_sends"] != 0 || counts["unmatched_receives"] != 0 {
-        return Err(format!("{name} {example}: unmatched messages: {counts}"));
-    }
-    Ok(())
 }
 
 /// Example, ranks, planted delay in ms. 200 ms rather than the examples' default 100: a woken
@@ -244,7 +73,14 @@ fn every_planted_wait_state_is_found(mpi: &Mpi) {
             let exe = dir.path().join(example);
             let (out, report) = record(mpi, &exe, ranks, &[delay_ms, "3"], &run);
             let stdout = text(&out.stdout);
-            match check(mpi, example, &stdout, &exits(&stdout), &report) {
+            match check(
+                mpi,
+                example,
+                &stdout,
+                &exits(&stdout),
+                &report,
+                Tolerance::ONE_HOST,
+            ) {
                 Ok(()) => break,
                 Err(e) if first_error.is_none() => {
                     testkit::attempt_failed(&format!("{e}: retrying once"));
@@ -491,7 +327,15 @@ fn a_rank_on_another_clock_is_aligned() {
     for e in moments.iter_mut().filter(|e| e.rank == 1) {
         e.moments.iter_mut().for_each(|t| *t -= 5_000_000_000_000);
     }
-    check(mpi, "late_sender", &stdout, &moments, &v).unwrap();
+    check(
+        mpi,
+        "late_sender",
+        &stdout,
+        &moments,
+        &v,
+        Tolerance::ONE_HOST,
+    )
+    .unwrap();
 }
 
 /// A recorded command that runs two MPI jobs (a script calling `mpirun` twice): every rank of
@@ -587,8 +431,24 @@ fn two_jobs_in_one_run_are_told_apart() {
         // The jobs ran one after the other: the first 2 ranks' moments are the first job's.
         let moments = exits(&stdout);
         let (m1, m2) = moments.split_at(2.min(moments.len()));
-        let checked = check(mpi, "late_sender", &first.join("\n"), m1, &one)
-            .and_then(|()| check(mpi, "nxn", &second.join("\n"), m2, &two));
+        let checked = check(
+            mpi,
+            "late_sender",
+            &first.join("\n"),
+            m1,
+            &one,
+            Tolerance::ONE_HOST,
+        )
+        .and_then(|()| {
+            check(
+                mpi,
+                "nxn",
+                &second.join("\n"),
+                m2,
+                &two,
+                Tolerance::ONE_HOST,
+            )
+        });
         match checked {
             Ok(()) => break,
             Err(e) if first_error.is_none() => {
