@@ -1260,3 +1260,55 @@ fn ranks_that_cannot_reach_rank_0s_decision_record_on_their_own() {
         assert_eq!(json["mpi"]["missing_ranks"], serde_json::json!([0]));
     }
 }
+
+/// Issue 20: a launcher contend does not know (a job script that calls mpirun itself): the
+/// wrapper reaches the ranks through the environment contend can set (the script's), the job
+/// completes as without contend, and the rank the environment did not reach is named.
+#[test]
+fn a_job_script_gets_the_wrapper_through_its_environment_and_unreached_ranks_are_named() {
+    if !require(&OPEN_MPI) {
+        return;
+    }
+    let _guard = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let program = build_example(&OPEN_MPI, "late_sender", dir.path());
+    let script = dir.path().join("job.sh");
+    std::fs::write(
+        &script,
+        format!(
+            // Root's permission is the script's to give: contend sets it for the launchers
+            // it knows only.
+            "#!/bin/sh\nexec {} --allow-run-as-root -np 1 '{p}' : -np 1 env -u LD_PRELOAD '{p}'\n",
+            OPEN_MPI.launcher.join(" "),
+            p = program.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let run = dir.path().join("run");
+    let mut command = contend();
+    command
+        .args([
+            "record",
+            "--mpi",
+            "--mpi-impl",
+            "openmpi",
+            "--interval",
+            "0",
+            "-o",
+        ])
+        .arg(&run)
+        .arg("--")
+        .arg(&script);
+    let out = output_within(&mut command, Duration::from_secs(120))
+        .unwrap_or_else(|| panic!("the job had not ended after 120 s"));
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(
+        text(&out.stderr).contains("rank(s) 1 did not announce themselves to the MPI wrapper"),
+        "{}",
+        show(&out)
+    );
+    assert_eq!(rank_streams(&run), vec!["rank-0.cst"]);
+    let json = report_json(&[&run]);
+    assert_eq!(json["mpi"]["missing_ranks"], serde_json::json!([1]));
+}
