@@ -1010,6 +1010,26 @@ fn fortran_late_sender_is_found_at_its_fortran_line() {
 
 // ------------------------------------------------------------------ MPMD and own clocks
 
+/// `contend record --mpi -o RUN -- LAUNCHER -np 1 [RANK0...] PROGRAM : -np 1 [RANK1...]
+/// PROGRAM`, an MPMD job whose two ranks start through the given prefixes (a time namespace,
+/// `env -u LD_PRELOAD`, ...), bounded at 120 s: a job that hangs fails the test.
+fn mpmd_job(mpi: &Mpi, run: &Path, program: &Path, rank0: &[&str], rank1: &[&str]) -> Output {
+    let mut command = contend();
+    command
+        .args(["record", "--mpi", "--interval", "0", "-o"])
+        .arg(run)
+        .arg("--")
+        .args(mpi.launcher)
+        .args(["-np", "1"])
+        .args(rank0)
+        .arg(program)
+        .args([":", "-np", "1"])
+        .args(rank1)
+        .arg(program);
+    output_within(&mut command, Duration::from_secs(120))
+        .unwrap_or_else(|| panic!("{}: the job had not ended after 120 s", mpi.name))
+}
+
 /// Issue 20: `mpirun -np 1 ./ls : -np 1 unshare --time ... ./ls`, the second rank in a time
 /// namespace whose CLOCK_MONOTONIC is 1 s or an hour ahead (as on another host), on rank 0's
 /// host. Open MPI's `-x` once reached the first application context only: the job hung for good. Now it
@@ -1038,27 +1058,9 @@ fn an_mpmd_job_with_a_rank_in_a_time_namespace_completes_and_is_aligned() {
     ] {
         let program = build_example(mpi, "late_sender", dir.path());
         let run = dir.path().join(format!("{}-mpmd-{ahead_s}", mpi.mpicc));
-        let mut command = contend();
-        command
-            .args(["record", "--mpi", "--interval", "0", "-o"])
-            .arg(&run)
-            .arg("--")
-            .args(mpi.launcher)
-            .args(["-np", "1"])
-            .arg(&program)
-            .args([
-                ":",
-                "-np",
-                "1",
-                "unshare",
-                "--time",
-                "--fork",
-                "--monotonic",
-            ])
-            .arg(ahead_s.to_string())
-            .arg(&program);
-        let out = output_within(&mut command, Duration::from_secs(120))
-            .unwrap_or_else(|| panic!("{}: the job had not ended after 120 s", mpi.name));
+        let ahead = ahead_s.to_string();
+        let rank1 = ["unshare", "--time", "--fork", "--monotonic", &ahead];
+        let out = mpmd_job(mpi, &run, &program, &[], &rank1);
         assert!(out.status.success(), "{}: {}", mpi.name, show(&out));
         assert_eq!(
             rank_streams(&run),
@@ -1105,18 +1107,7 @@ fn a_rank_without_the_wrapper_does_not_hang_the_job_and_is_named() {
     for mpi in [&OPEN_MPI, &MPICH] {
         let program = build_example(mpi, "late_sender", dir.path());
         let run = dir.path().join(format!("{}-unwrapped", mpi.mpicc));
-        let mut command = contend();
-        command
-            .args(["record", "--mpi", "--interval", "0", "-o"])
-            .arg(&run)
-            .arg("--")
-            .args(mpi.launcher)
-            .args(["-np", "1"])
-            .arg(&program)
-            .args([":", "-np", "1", "env", "-u", "LD_PRELOAD"])
-            .arg(&program);
-        let out = output_within(&mut command, Duration::from_secs(120))
-            .unwrap_or_else(|| panic!("{}: the job had not ended after 120 s", mpi.name));
+        let out = mpmd_job(mpi, &run, &program, &[], &["env", "-u", "LD_PRELOAD"]);
         assert!(out.status.success(), "{}: {}", mpi.name, show(&out));
         let stdout = text(&out.stdout);
         assert!(stdout.contains("rank=0"), "{}: {stdout}", mpi.name);
@@ -1176,28 +1167,17 @@ fn ranks_that_cannot_reach_rank_0s_decision_record_on_their_own() {
         let program = build_example(mpi, "late_sender", dir.path());
         let run = dir.path().join(format!("{}-host1", mpi.mpicc));
         let other = dir.path().join(format!("{}-host2", mpi.mpicc));
-        let mut command = contend();
-        command
-            .args(["record", "--mpi", "--interval", "0", "-o"])
-            .arg(&run)
-            .arg("--")
-            .args(mpi.launcher)
-            .args(["-np", "1"])
-            .arg(&program)
-            .args([
-                ":",
-                "-np",
-                "1",
-                "unshare",
-                "--time",
-                "--fork",
-                "--monotonic",
-            ])
-            .args(["3600", "env"])
-            .arg(format!("CONTEND_MPI_DIR={}", other.display()))
-            .arg(&program);
-        let out = output_within(&mut command, Duration::from_secs(120))
-            .unwrap_or_else(|| panic!("{}: the job had not ended after 120 s", mpi.name));
+        let own_dir = format!("CONTEND_MPI_DIR={}", other.display());
+        let rank1 = [
+            "unshare",
+            "--time",
+            "--fork",
+            "--monotonic",
+            "3600",
+            "env",
+            &own_dir,
+        ];
+        let out = mpmd_job(mpi, &run, &program, &[], &rank1);
         assert!(out.status.success(), "{}: {}", mpi.name, show(&out));
         assert!(
             text(&out.stderr).contains("rank 1 saw no decision from rank 0"),
@@ -1234,18 +1214,7 @@ fn ranks_that_cannot_reach_rank_0s_decision_record_on_their_own() {
 
         // Rank 0 without the wrapper: rank 1 records on its own in the shared directory.
         let run = dir.path().join(format!("{}-rank0-unwrapped", mpi.mpicc));
-        let mut command = contend();
-        command
-            .args(["record", "--mpi", "--interval", "0", "-o"])
-            .arg(&run)
-            .arg("--")
-            .args(mpi.launcher)
-            .args(["-np", "1", "env", "-u", "LD_PRELOAD"])
-            .arg(&program)
-            .args([":", "-np", "1"])
-            .arg(&program);
-        let out = output_within(&mut command, Duration::from_secs(120))
-            .unwrap_or_else(|| panic!("{}: the job had not ended after 120 s", mpi.name));
+        let out = mpmd_job(mpi, &run, &program, &["env", "-u", "LD_PRELOAD"], &[]);
         assert!(out.status.success(), "{}: {}", mpi.name, show(&out));
         let err = text(&out.stderr);
         assert!(
