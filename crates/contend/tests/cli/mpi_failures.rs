@@ -1010,6 +1010,18 @@ fn fortran_late_sender_is_found_at_its_fortran_line() {
 
 // ------------------------------------------------------------------ MPMD and own clocks
 
+/// Whether this kernel and util-linux make time namespaces (`unshare --time`), said if not.
+fn time_namespaces() -> bool {
+    let made = Command::new("unshare")
+        .args(["--time", "--fork", "--monotonic", "3600", "true"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !made {
+        eprintln!("skipped: no time namespaces here (`unshare --time` failed)");
+    }
+    made
+}
+
 /// `contend record --mpi -o RUN -- LAUNCHER -np 1 [RANK0...] PROGRAM : -np 1 [RANK1...]
 /// PROGRAM`, an MPMD job whose two ranks start through the given prefixes (a time namespace,
 /// `env -u LD_PRELOAD`, ...), bounded at 120 s: a job that hangs fails the test.
@@ -1032,19 +1044,15 @@ fn mpmd_job(mpi: &Mpi, run: &Path, program: &Path, rank0: &[&str], rank1: &[&str
 
 /// Issue 20: `mpirun -np 1 ./ls : -np 1 unshare --time ... ./ls`, the second rank in a time
 /// namespace whose CLOCK_MONOTONIC is 1 s or an hour ahead (as on another host), on rank 0's
-/// host. Open MPI's `-x` once reached the first application context only: the job hung for good. Now it
-/// completes as without contend, both ranks are recorded, and the late sender is found once
-/// rank 1's offset is applied (the same hostname no longer means the same clock).
+/// host. Open MPI's `-x` once reached the first application context only: the job hung for
+/// good. Now it completes as without contend, both ranks are recorded, and the late sender is
+/// found once rank 1's offset is applied (the same hostname no longer means the same clock).
 #[test]
 fn an_mpmd_job_with_a_rank_in_a_time_namespace_completes_and_is_aligned() {
     if !(require(&OPEN_MPI) && require(&MPICH)) {
         return;
     }
-    let probe = Command::new("unshare")
-        .args(["--time", "--fork", "--monotonic", "1", "true"])
-        .output();
-    if !probe.is_ok_and(|o| o.status.success()) {
-        eprintln!("skipped: no time namespaces here (`unshare --time` failed)");
+    if !time_namespaces() {
         return;
     }
     let _guard = serial();
@@ -1154,11 +1162,7 @@ fn ranks_that_cannot_reach_rank_0s_decision_record_on_their_own() {
     if !(require(&OPEN_MPI) && require(&MPICH)) {
         return;
     }
-    let probe = Command::new("unshare")
-        .args(["--time", "--fork", "--monotonic", "3600", "true"])
-        .output();
-    if !probe.is_ok_and(|o| o.status.success()) {
-        eprintln!("skipped: no time namespaces here (`unshare --time` failed)");
+    if !time_namespaces() {
         return;
     }
     let _guard = serial();
