@@ -43,7 +43,8 @@ pub(crate) use {out, outln};
 static PENDING: Mutex<String> = Mutex::new(String::new());
 
 /// Writes to stdout; false once the reader has gone (or stdout failed). With a width to fit
-/// (a terminal, `COLUMNS`), whole lines wider than it are wrapped first ([`wrap_line`]).
+/// (a terminal, `COLUMNS`), whole lines wider than it are wrapped first
+/// (`report::table::wrap_line`).
 pub fn print(args: fmt::Arguments<'_>) -> bool {
     if READER_GONE.load(Ordering::Relaxed) {
         return false;
@@ -60,7 +61,7 @@ pub fn print(args: fmt::Arguments<'_>) -> bool {
     drop(pending);
     let mut wrapped = String::with_capacity(whole.len());
     for line in whole.lines() {
-        wrap_line(line, width, &mut wrapped);
+        report::table::wrap_line(line, width, &mut wrapped);
     }
     write_out(format_args!("{wrapped}"))
 }
@@ -74,41 +75,6 @@ fn write_out(args: fmt::Arguments<'_>) -> bool {
             false
         }
     }
-}
-
-/// Appends `line` to `out` broken at spaces into lines of at most `width` characters, the
-/// continuation lines indented two more than the line's own indent (a word longer than the
-/// width stays whole: a path is not cut).
-pub fn wrap_line(line: &str, width: usize, out: &mut String) {
-    if line.chars().count() <= width {
-        out.push_str(line);
-        out.push('\n');
-        return;
-    }
-    let indent = line.len() - line.trim_start().len();
-    let hang = " ".repeat((indent + 2).min(width / 2));
-    let mut current = line[..indent].to_string();
-    let mut current_len = indent;
-    let mut first_word = true;
-    for word in line[indent..].split(' ').filter(|w| !w.is_empty()) {
-        let len = word.chars().count();
-        if !first_word && current_len + 1 + len > width {
-            out.push_str(&current);
-            out.push('\n');
-            current = hang.clone();
-            current_len = hang.len();
-            first_word = true;
-        }
-        if !first_word {
-            current.push(' ');
-            current_len += 1;
-        }
-        current.push_str(word);
-        current_len += len;
-        first_word = false;
-    }
-    out.push_str(&current);
-    out.push('\n');
 }
 
 /// Marks stdout gone; keeps an error that is not a closed pipe for [`finish`].
@@ -154,7 +120,7 @@ pub fn finish() -> anyhow::Result<()> {
     let rest = std::mem::take(&mut *PENDING.lock().unwrap_or_else(|p| p.into_inner()));
     if let (false, Some(width)) = (rest.is_empty() || reader_gone(), report::table::fit_width()) {
         let mut wrapped = String::new();
-        wrap_line(&rest, width, &mut wrapped);
+        report::table::wrap_line(&rest, width, &mut wrapped);
         wrapped.pop(); // the text did not end its line
         write_out(format_args!("{wrapped}"));
     }
@@ -221,31 +187,4 @@ pub fn write_strips(
         dir.display()
     ));
     Ok(())
-}
-
-#[cfg(test)]
-mod wrap_tests {
-    #[test]
-    fn long_lines_wrap_at_spaces_with_a_hanging_indent() {
-        let mut out = String::new();
-        super::wrap_line(
-            "  missing: rank(s) 1 left no trace here at all",
-            20,
-            &mut out,
-        );
-        assert_eq!(
-            out,
-            "  missing: rank(s) 1\n    left no trace\n    here at all\n"
-        );
-        for line in out.lines() {
-            assert!(line.chars().count() <= 20, "{line}");
-        }
-        let mut out = String::new();
-        super::wrap_line("short", 20, &mut out);
-        assert_eq!(out, "short\n");
-        // A word longer than the width is not cut.
-        let mut out = String::new();
-        super::wrap_line("see /a/very/long/path/to/a/file now", 10, &mut out);
-        assert_eq!(out, "see\n  /a/very/long/path/to/a/file\n  now\n");
-    }
 }

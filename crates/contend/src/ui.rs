@@ -18,7 +18,7 @@ fn line(prefix: &str, msg: impl Display) {
     let mut out = String::new();
     match report::table::fit_width() {
         Some(width) if std::io::stderr().is_terminal() => {
-            crate::output::wrap_line(&text, width, &mut out)
+            report::table::wrap_line(&text, width, &mut out)
         }
         _ => {
             out = text;

@@ -167,6 +167,41 @@ impl fmt::Display for Fitted {
     }
 }
 
+/// Appends `line` to `out` broken at spaces into lines of at most `width` characters, the
+/// continuation lines indented two more than the line's own indent (a word longer than the
+/// width stays whole: a path is not cut).
+pub fn wrap_line(line: &str, width: usize, out: &mut String) {
+    if line.chars().count() <= width {
+        out.push_str(line);
+        out.push('\n');
+        return;
+    }
+    let indent = line.len() - line.trim_start().len();
+    let hang = " ".repeat((indent + 2).min(width / 2));
+    let mut current = line[..indent].to_string();
+    let mut current_len = indent;
+    let mut first_word = true;
+    for word in line[indent..].split(' ').filter(|w| !w.is_empty()) {
+        let len = word.chars().count();
+        if !first_word && current_len + 1 + len > width {
+            out.push_str(&current);
+            out.push('\n');
+            current = hang.clone();
+            current_len = hang.len();
+            first_word = true;
+        }
+        if !first_word {
+            current.push(' ');
+            current_len += 1;
+        }
+        current.push_str(word);
+        current_len += len;
+        first_word = false;
+    }
+    out.push_str(&current);
+    out.push('\n');
+}
+
 /// A table with a header row; numeric columns (given by index) are right-aligned.
 pub fn new_table(header: &[&str], numeric_columns: &[usize]) -> Fitted {
     let mut t = Table::new();
@@ -240,5 +275,32 @@ mod tests {
         assert_eq!(super::human_kib(512), "512 KiB");
         assert_eq!(super::human_kib(16 * 1024 * 1024), "16.0 GiB");
         assert_eq!(super::human_kib(1536), "1.5 MiB");
+    }
+}
+
+#[cfg(test)]
+mod wrap_tests {
+    #[test]
+    fn long_lines_wrap_at_spaces_with_a_hanging_indent() {
+        let mut out = String::new();
+        super::wrap_line(
+            "  missing: rank(s) 1 left no trace here at all",
+            20,
+            &mut out,
+        );
+        assert_eq!(
+            out,
+            "  missing: rank(s) 1\n    left no trace\n    here at all\n"
+        );
+        for line in out.lines() {
+            assert!(line.chars().count() <= 20, "{line}");
+        }
+        let mut out = String::new();
+        super::wrap_line("short", 20, &mut out);
+        assert_eq!(out, "short\n");
+        // A word longer than the width is not cut.
+        let mut out = String::new();
+        super::wrap_line("see /a/very/long/path/to/a/file now", 10, &mut out);
+        assert_eq!(out, "see\n  /a/very/long/path/to/a/file\n  now\n");
     }
 }
