@@ -10,10 +10,12 @@
 # 2 ranks (mpirun.openmpi -np 2). ROUNDS rounds of a bare run and a recorded one,
 # interleaved (bare first in odd rounds, recorded first in even ones). Wall time is the
 # whole command's (`contend record` included: what a user waits for). Then on the last
-# recording: the wait states `contend report --json` found, per pattern. Then at SMALL_N, one
-# recording with polling runs and one with CONTEND_MPI_POLL_RUNS=0 (every poll its own
-# event): their wait states per pattern side by side. hpcc is stripped: call sites show as
-# hpcc+0x... .
+# recording: the wait states `contend report --json` found, per pattern, and its most frequent
+# calls. Then at SMALL_N: one recording with polling runs and one with CONTEND_MPI_POLL_RUNS=0
+# (every poll its own event), their times and sizes; the second is analysed as recorded and
+# again with its polls turned into runs as the wrapper writes them
+# (crates/analysis/examples/mpi_poll_runs.rs), which must find the same wait states (the
+# script fails otherwise). hpcc is stripped: call sites show as hpcc+0x... .
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-3}"
@@ -25,6 +27,8 @@ if [ -z "${CONTEND:-}" ]; then
   cargo build --release -q -p contend
   CONTEND="$PWD/target/release/contend"
 fi
+cargo build --release -q -p analysis --example mpi_poll_runs
+poll_runs="$PWD/target/release/examples/mpi_poll_runs"
 work=$(mktemp -d "${TMPDIR:-/tmp}/bench-hpcc.XXXXXX")
 trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -94,24 +98,24 @@ echo
 echo "Wait states found (last recording, N = $n): pattern, instances, total wait (ms)"
 waits "$work/run-big" | sed 's/^/  /'
 echo
-echo "Polled calls (last recording): function, call site, calls, recorded spans"
+echo "Most frequent calls (last recording): function, call site, calls, time in them"
 "$CONTEND" report --json "$work/run-big" | python3 -c '
 import json, sys
 m = json.load(sys.stdin)["mpi"]
 names = m["site_names"]
 for c in sorted(m["calls"], key=lambda c: -c["count"])[:6]:
     site = names[c["site"]] if c["site"] is not None else "?"
-    print(f"  {c[\"function\"]} {site} {c[\"count\"]}")
+    print("  %s %s %d calls, %.1f ms" % (c["function"], site, c["count"], c["total_ns"] / 1e6))
 '
 echo
-echo "N = $small: wait states with polling runs and with CONTEND_MPI_POLL_RUNS=0"
+echo "N = $small: one recording with polling runs, one with CONTEND_MPI_POLL_RUNS=0 (every poll"
+echo "its own group); the second analysed as recorded and as polling runs (mpi_poll_runs)"
 input "$small" "$work/small"
 rm -rf "$work/run-runs" "$work/run-each"
 t1=$(run_recorded "$work/small" "$work/run-runs")
+passed "$work/small" || { echo "bench-hpcc: recorded run failed" >&2; exit 1; }
 t2=$(run_recorded "$work/small" "$work/run-each" CONTEND_MPI_POLL_RUNS=0)
-echo "  runs: $t1 s, $(du -sb "$work/run-runs" | awk '{ printf "%.1f", $1 / 1e6 }') MB;" \
-  "each poll: $t2 s, $(du -sb "$work/run-each" | awk '{ printf "%.1f", $1 / 1e6 }') MB"
-join -a1 -a2 -e - -o 0,1.2,1.3,2.2,2.3 <(waits "$work/run-runs" | sort) \
-  <(waits "$work/run-each" | sort) |
-  awk 'BEGIN { print "  pattern | runs: instances, wait (ms) | each poll: instances, wait (ms)" }
-       { printf "  %s | %s, %s | %s, %s\n", $1, $2, $3, $4, $5 }'
+passed "$work/small" || { echo "bench-hpcc: recorded run failed" >&2; exit 1; }
+echo "  with runs: $t1 s, $(du -sb "$work/run-runs" | awk '{ printf "%.1f", $1 / 1e6 }') MB;" \
+  "every poll: $t2 s, $(du -sb "$work/run-each" | awk '{ printf "%.1f", $1 / 1e6 }') MB"
+"$poll_runs" "$work/run-each" | sed 's/^/  /'
