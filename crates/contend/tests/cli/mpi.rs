@@ -675,6 +675,9 @@ fn polling_is_one_event_per_run(mpi: &Mpi) {
                 "{} {example}: {groups} calls recorded for {polls} polls",
                 mpi.name
             );
+            if mpi.name == OPEN_MPI.name && attempt == 0 {
+                perfetto_shows_each_run(&run, &truth.function, polls, truth.count);
+            }
             match check(mpi, example, &stdout, &exits(&stdout), &report) {
                 Ok(()) => break,
                 Err(e) if first_error.is_none() && attempt == 0 => {
@@ -685,6 +688,35 @@ fn polling_is_one_event_per_run(mpi: &Mpi) {
             }
         }
     }
+}
+
+/// The Perfetto export shows each polling run as one slice named with its count: one per
+/// round, the counts summing to the program's unsuccessful polls.
+fn perfetto_shows_each_run(run: &Path, function: &str, polls: u64, rounds: u64) {
+    let trace = run.with_extension("pftrace");
+    let out = Command::new(CONTEND)
+        .arg("report")
+        .arg(run)
+        .arg("--perfetto")
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let Some(mut results) = trace_processor(
+        &trace,
+        &["select s.name as name, s.dur as dur from slice s where s.category = 'mpi'"],
+    ) else {
+        return;
+    };
+    let rows = results.remove(0);
+    let prefix = format!("{function} ×");
+    let counts: Vec<u64> = rows
+        .iter()
+        .filter_map(|r| r["name"].as_str()?.strip_prefix(prefix.as_str()))
+        .map(|rest| rest.split(' ').next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(counts.len() as u64, rounds, "{rows:?}");
+    assert_eq!(counts.iter().sum::<u64>(), polls, "{counts:?}");
 }
 
 #[test]
