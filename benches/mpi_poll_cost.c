@@ -4,7 +4,9 @@
  * and prints the CPU time per call (CLOCK_THREAD_CPUTIME_ID around the loop: time the rank
  * spent, not time other programs took from it).
  *
- *   mpirun -np 1 mpi_poll_cost [N]      (default 20000000)
+ *   mpirun -np 1 mpi_poll_cost [N] [test|testany]      (defaults 20000000, test)
+ *
+ * `testany`: MPI_Testany on an array of that one request (as hpcc's MPIRandomAccess polls).
  *
  * Prints one line: `ns_per_call=X calls=N unsuccessful=U`; U must equal N.
  *
@@ -14,6 +16,7 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static double cpu_ns(void)
@@ -35,11 +38,20 @@ int main(int argc, char **argv)
     int buf = 0, flag = 0;
     MPI_Request req;
     MPI_Irecv(&buf, 1, MPI_INT, 0, 999, MPI_COMM_SELF, &req);
+    int any = argc > 2 && strcmp(argv[2], "testany") == 0;
     long unsuccessful = 0;
     double t0 = cpu_ns();
-    for (long i = 0; i < n; i++) {
-        MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
-        unsuccessful += !flag;
+    if (any) {
+        for (long i = 0; i < n; i++) {
+            int index;
+            MPI_Testany(1, &req, &index, &flag, MPI_STATUS_IGNORE);
+            unsuccessful += !flag;
+        }
+    } else {
+        for (long i = 0; i < n; i++) {
+            MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
+            unsuccessful += !flag;
+        }
     }
     double t1 = cpu_ns();
     MPI_Cancel(&req);

@@ -4,12 +4,13 @@
 # recorded with CONTEND_MPI_POLL_RUNS=0 (every poll its own event, as before runs existed).
 # ROUNDS rounds, the three configurations interleaved; medians of the CPU time per call.
 #
-#   scripts/bench-mpi-poll.sh [ROUNDS] [CALLS]      (defaults 5, 20000000)
+#   scripts/bench-mpi-poll.sh [ROUNDS] [CALLS] [test|testany]   (defaults 5, 20000000, test)
 #   CONTEND=path/to/contend scripts/bench-mpi-poll.sh   (another build, e.g. before runs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-5}"
 calls="${2:-20000000}"
+call="${3:-test}"
 if [ -z "${CONTEND:-}" ]; then
   cargo build --release -q -p contend
   CONTEND="$PWD/target/release/contend"
@@ -24,11 +25,11 @@ for impl in openmpi mpich; do
   for r in $(seq "$rounds"); do
     for config in bare runs each; do
       case $config in
-        bare) line=$("mpirun.$impl" -np 1 "$work/poll-$impl" "$calls") ;;
+        bare) line=$("mpirun.$impl" -np 1 "$work/poll-$impl" "$calls" "$call") ;;
         runs) line=$("$CONTEND" record --mpi --interval 0 -o "$work/run" -- \
-                "mpirun.$impl" -np 1 "$work/poll-$impl" "$calls" 2>/dev/null) ;;
+                "mpirun.$impl" -np 1 "$work/poll-$impl" "$calls" "$call" 2>/dev/null) ;;
         each) line=$(CONTEND_MPI_POLL_RUNS=0 "$CONTEND" record --mpi --interval 0 \
-                -o "$work/run" -- "mpirun.$impl" -np 1 "$work/poll-$impl" "$calls" 2>/dev/null) ;;
+                -o "$work/run" -- "mpirun.$impl" -np 1 "$work/poll-$impl" "$calls" "$call" 2>/dev/null) ;;
       esac
       rm -rf "$work/run"
       ns=$(sed -n 's/.*ns_per_call=\([0-9.]*\).*/\1/p' <<<"$line")
