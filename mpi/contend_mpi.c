@@ -116,7 +116,7 @@ enum {
     AC_DEST = 1, AC_SEND_TAG, AC_BYTES_SENT, AC_SOURCE, AC_RECV_TAG, AC_ROOT, AC_REQUEST_CREATED,
     AC_REQUEST_STARTED, AC_REQUEST_COMPLETED, AC_STATUS_SOURCE, AC_STATUS_TAG, AC_STATUS_BYTES,
     AC_STATUS_CANCELLED, AC_REQUEST_FREED, AC_REQUEST_CANCELLED, AC_FLAG, AC_MESSAGE,
-    AC_CREATED_COMM,
+    AC_CREATED_COMM, AC_POLLS, AC_REQUEST_POLLED,
 };
 
 #define NO_COMM 0xFFFFFFFFu    /* calls without a communicator; MPI_COMM_NULL */
@@ -203,6 +203,7 @@ static int g_started;           /* MPI_Init / Init_thread seen */
 static volatile int g_recording; /* the stream is open and calls are recorded */
 static int g_synced;            /* took part in the clock comparison at Init */
 static int g_alone;             /* records on its own: not a member of the agreement */
+static int g_poll_runs = 1;     /* polling runs (see below); CONTEND_MPI_POLL_RUNS=0: off */
 static pid_t g_pid;             /* the process that owns the stream (not a forked child) */
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t g_deflock = PTHREAD_MUTEX_INITIALIZER; /* defining new communicators */
@@ -484,12 +485,16 @@ static void copy_maps(void)
 }
 
 static void fortran_scratch_free(void);
+static void runs_thread_end(void);
+static void runs_write_locked(uint64_t end);
 
-/* A thread's scratch arrays, freed when it ends (pthread key destructor). */
+/* A thread's scratch arrays, freed when it ends (pthread key destructor), and its polling
+ * runs, written. */
 static void scratch_free(void *arg)
 {
     (void)arg;
     int err = errno;
+    runs_thread_end();
     free(tl_scr.req);
     free(tl_scr.st);
     memset(&tl_scr, 0, sizeof tl_scr);
@@ -2022,6 +2027,8 @@ static int c_finalize_call(void *ctx)
 
 FN(MPI_Finalize)(void)
 {
+    if (ACTIVE())
+        runs_thread_end();
     return finalize_common(c_finalize_call, NULL, SITE());
 }
 
@@ -2065,6 +2072,7 @@ __attribute__((destructor)) static void contend_fini(void)
             nanosleep(&ts, NULL);
         }
         if (locked) {
+            runs_write_locked(now_ns());
             g_recording = 0;
             close_stream(now_ns());
             pthread_mutex_unlock(&g_lock);
@@ -2218,6 +2226,8 @@ __attribute__((constructor)) static void contend_start(void)
         g_want = 1;
         strcpy(g_dir, dir);
     }
+    const char *runs = getenv("CONTEND_MPI_POLL_RUNS");
+    g_poll_runs = !(runs && strcmp(runs, "0") == 0);
     reexec_without_wrapper_if_mismatched();
     if (g_want) {
         pthread_atfork(NULL, NULL, after_fork_child);
@@ -2226,6 +2236,218 @@ __attribute__((constructor)) static void contend_start(void)
         switch_to_real(0);
     }
     errno = err;
+}
+
+/* ---------------------------------------------------------------- polling runs
+ *
+ * A program that polls (MPI_Test* or MPI_Iprobe / MPI_Improbe in a loop until the operation
+ * completes or a message is there) makes millions of unsuccessful calls: hpcc's
+ * MPIRandomAccess makes some 68 million MPI_Testany calls in 10 s. Each as its own group is
+ * 48 bytes and two clock reads; the run directory grows by 200 MB/s and the job slows by
+ * tens of percent. So, as Score-P leaves unsuccessful tests out of its traces unless asked
+ * for them, but keeping what a wait-state analysis needs, a thread's consecutive
+ * unsuccessful polls of the same kind at the same call site on the same requests (the same
+ * source, tag and communicator for probes) are one *run*: the first poll's enter time, the
+ * number of polls, and the time the run ended, written as one group (formats.md §2.4: the
+ * function's code, `flag` 0 and `polls` N). A successful poll is recorded as before.
+ *
+ * Cost. Only the first poll of a run reads the clock (before the call, as every call does);
+ * a poll that belongs to an open run reads none, takes no lock, allocates nothing and makes
+ * no system call: a lookup in the thread's few open runs and a counter increment. The run's
+ * end is the enter time of the call that ends it: the thread's next recorded call (any call
+ * but an unsuccessful poll, which reads the clock anyway) or, when a poll of the run
+ * succeeds, that poll's return (its own group then has enter = exit: the few tens of ns of
+ * the successful poll itself are not timed). A thread keeps up to RUN_SLOTS runs open at
+ * once (polling loops that alternate MPI_Test on one request and MPI_Testany on others);
+ * a new run beyond that ends the oldest at its start.
+ *
+ * Where they are written: every recorded call of the thread writes its open runs first (at
+ * its enter, before it calls the library, so that the requests and communicators they name
+ * are still the ones polled), in the order the runs began; a successful poll writes them in
+ * the same locked section as its own group, the run it ends last, right before it. A thread
+ * that ends writes its runs (key destructor); MPI_Finalize and exit() write the calling
+ * thread's. A rank killed during a run loses that run.
+ *
+ * CONTEND_MPI_POLL_RUNS=0 turns this off: every poll is its own group (for comparison). */
+#define RUN_SLOTS 4
+#define RUN_REQS 8 /* requests a run's group names (the first RUN_REQS of the array) */
+
+typedef struct poll_run {
+    uint64_t key;   /* the requests (their handles), or source, tag and communicator */
+    uint64_t enter; /* the first poll's enter time */
+    uint64_t polls;
+    void *site;
+    int fn;
+    int source, tag; /* probes */
+    int nreq;        /* requests kept in req (Test*) */
+    MPI_Comm comm;   /* probes */
+    MPI_Request req[RUN_REQS];
+} poll_run;
+
+static __thread poll_run tl_runs[RUN_SLOTS] TLS_IE; /* open runs, oldest first */
+static __thread int tl_nruns TLS_IE;
+
+static inline uint64_t key_mix(uint64_t h, uint64_t v)
+{
+    h = (h ^ v) * 0x9E3779B97F4A7C15ull;
+    return h ^ (h >> 29);
+}
+
+/* The key of a request array (count and handles). */
+static inline uint64_t requests_key(int count, const MPI_Request *reqs)
+{
+    uint64_t h = key_mix(0, (uint64_t)(uint32_t)count);
+    for (int i = 0; i < count; i++)
+        h = key_mix(h, req_key(reqs[i]));
+    return h;
+}
+
+static inline uint64_t probe_key(int source, int tag, MPI_Comm comm)
+{
+    return key_mix(key_mix(key_mix(1, (uint64_t)(uint32_t)source), (uint64_t)(uint32_t)tag),
+                   comm_key(comm));
+}
+
+/* The thread's open run of this kind, site and key, or NULL. */
+static inline poll_run *run_find(int fn, void *site, uint64_t key)
+{
+    for (int i = 0; i < tl_nruns; i++) {
+        poll_run *r = &tl_runs[i];
+        if (r->key == key && r->site == site && r->fn == fn)
+            return r;
+    }
+    return NULL;
+}
+
+/* Under the lock: run `r`'s group, ending at `end`. */
+static void g_run(const poll_run *r, uint64_t end)
+{
+    int probe = r->fn == FC_IPROBE || r->fn == FC_IMPROBE;
+    uint32_t c = probe ? comm_id(r->comm, 1, r->enter) : NO_COMM;
+    g_begin(4 + (unsigned)(probe ? 2 : r->nreq), r->enter, r->fn, r->site, c);
+    if (probe) {
+        g_arg_s(AC_SOURCE, to_world(c, r->source));
+        g_arg_s(AC_RECV_TAG, tag_value(r->tag));
+    } else {
+        /* Every polled request is older than the next id (see rq_pick). */
+        uint64_t mark = tl_mark;
+        REQ_MARK();
+        for (int i = 0; i < r->nreq; i++)
+            if (r->req[i] != MPI_REQUEST_NULL)
+                g_arg_u(AC_REQUEST_POLLED, request_id(r->req[i]));
+        tl_mark = mark;
+    }
+    g_arg_u(AC_FLAG, 0);
+    g_arg_u(AC_POLLS, r->polls);
+    g_end(end > r->enter ? end : r->enter, r->fn, MPI_SUCCESS);
+}
+
+/* Under the lock: writes the thread's open runs, ended at `end`, `last` (one of them, or
+ * NULL) last, and forgets them. */
+static void g_runs(uint64_t end, const poll_run *last)
+{
+    for (int i = 0; i < tl_nruns; i++)
+        if (&tl_runs[i] != last)
+            g_run(&tl_runs[i], end);
+    if (last)
+        g_run(last, end);
+    tl_nruns = 0;
+}
+
+/* Writes the thread's open runs, ended at `end`, in their own locked section. */
+static void runs_close(uint64_t end)
+{
+    rlock();
+    if (g_recording)
+        g_runs(end, NULL);
+    tl_nruns = 0;
+    runlock();
+}
+
+/* Opens a run for a poll that began at `t0` and failed; ends the oldest open run when all
+ * slots are taken. The thread's key destructor will write what is open when it ends. */
+static poll_run *run_open(int fn, void *site, uint64_t key, uint64_t t0)
+{
+    if (tl_nruns == RUN_SLOTS) {
+        rlock();
+        if (g_recording)
+            g_run(&tl_runs[0], t0);
+        runlock();
+        memmove(&tl_runs[0], &tl_runs[1], (RUN_SLOTS - 1) * sizeof tl_runs[0]);
+        tl_nruns--;
+    }
+    if (!tl_scr.registered && g_have_scratch_key &&
+        pthread_setspecific(g_scratch_key, &tl_scr) == 0)
+        tl_scr.registered = 1;
+    poll_run *r = &tl_runs[tl_nruns++];
+    r->key = key;
+    r->enter = t0;
+    r->polls = 1;
+    r->site = site;
+    r->fn = fn;
+    r->nreq = 0;
+    return r;
+}
+
+/* Under the lock: the calling thread's open runs, ended at `end` (exit() without
+ * MPI_Finalize). */
+static void runs_write_locked(uint64_t end)
+{
+    g_runs(end, NULL);
+}
+
+/* The thread's open runs, written when it ends (or the process exits) without another call. */
+static void runs_thread_end(void)
+{
+    if (tl_nruns && g_recording && g_pid == getpid())
+        runs_close(now_ns());
+    tl_nruns = 0;
+}
+
+/* A poll (Test*, Iprobe, Improbe) of kind `fn` whose run key is `keyexpr`: like
+ * PASS_UNLESS_ACTIVE (the caller has checked ACTIVE()), but a poll that belongs to one of the
+ * thread's open runs reads no clock (t0 is then 0 until POLL_UNSUCCESSFUL). */
+#define POLL_CALL(fn, keyexpr, call)                                                           \
+    void *site = SITE();                                                                       \
+    int err_ = errno;                                                                          \
+    tl_depth++;                                                                                \
+    uint64_t key_ = g_poll_runs ? (keyexpr) : 0;                                               \
+    poll_run *run_ = g_poll_runs && tl_nruns ? run_find(fn, site, key_) : NULL;                \
+    uint64_t t0 = run_ ? 0 : now_ns();                                                         \
+    errno = err_;                                                                              \
+    int rc = call;                                                                             \
+    err_ = errno;
+
+/* After POLL_CALL: an unsuccessful poll (`failed`) is counted in its run, or opens one (`fill`
+ * then completes the new run `r_`), and the wrapper returns. Otherwise the call is timed: t1
+ * is its return and, when it ends a run, its enter too (see above). */
+#define POLL_UNSUCCESSFUL(fn, failed, r_, fill)                                                \
+    if (g_poll_runs && (failed)) {                                                             \
+        if (run_) {                                                                            \
+            run_->polls++;                                                                     \
+        } else {                                                                               \
+            poll_run *r_ = run_open(fn, site, key_, t0);                                       \
+            fill;                                                                              \
+        }                                                                                      \
+        DONE();                                                                                \
+    }                                                                                          \
+    uint64_t t1 = now_ns();                                                                    \
+    if (run_)                                                                                  \
+        t0 = t1;
+
+/* Fills run `r` with the first RUN_REQS requests of the copied array. */
+static inline void run_requests(poll_run *r, int count, const MPI_Request *reqs)
+{
+    r->nreq = count < RUN_REQS ? count : RUN_REQS;
+    if (r->nreq > 0)
+        memcpy(r->req, reqs, (size_t)r->nreq * sizeof *reqs);
+}
+
+static inline void run_probe(poll_run *r, int source, int tag, MPI_Comm comm)
+{
+    r->source = source;
+    r->tag = tag;
+    r->comm = comm;
 }
 
 /* ---------------------------------------------------------------- the wrappers */
@@ -2242,6 +2464,10 @@ __attribute__((constructor)) static void contend_start(void)
     int err_ = errno;                                                                          \
     tl_depth++;                                                                                \
     uint64_t t0 = now_ns();                                                                    \
+    if (tl_nruns) { /* the thread's polling runs end here (see above) */                      \
+        runs_close(t0);                                                                        \
+        t0 = now_ns();                                                                         \
+    }                                                                                          \
     errno = err_;                                                                              \
     int rc = call;                                                                             \
     uint64_t t1 = now_ns();                                                                    \
@@ -2527,9 +2753,13 @@ FN(MPI_Test)(MPI_Request *req, int *flag, MPI_Status *status)
     MPI_Status *st = status == MPI_STATUS_IGNORE ? &own : status;
     MPI_Request before = req ? *req : MPI_REQUEST_NULL;
     REQ_MARK();
-    PASS_UNLESS_ACTIVE(PMPI_Test(req, flag, st));
+    if (!ACTIVE())
+        return PMPI_Test(req, flag, status);
+    POLL_CALL(FC_TEST, req_key(before), PMPI_Test(req, flag, st));
     int f = rc == MPI_SUCCESS && flag && *flag;
+    POLL_UNSUCCESSFUL(FC_TEST, rc == MPI_SUCCESS && flag && !f, r, run_requests(r, 1, &before));
     rlock();
+    g_runs(t0, run_);
     g_begin(8, t0, FC_TEST, site, NO_COMM);
     if (before != MPI_REQUEST_NULL && (f || (rc != MPI_SUCCESS && *req == MPI_REQUEST_NULL)))
         g_completion(before, st, rc == MPI_SUCCESS);
@@ -2562,9 +2792,11 @@ static void g_failed_completions(int count, const MPI_Request *after)
 }
 
 static void rec_all(int fn, void *site, uint64_t t0, uint64_t t1, int rc, int count,
-                    const MPI_Status *st, const MPI_Request *after, int have_flag, int flag)
+                    const MPI_Status *st, const MPI_Request *after, int have_flag, int flag,
+                    const poll_run *run)
 {
     rlock();
+    g_runs(t0, run);
     g_begin(3 + 5 * (unsigned)count, t0, fn, site, NO_COMM);
     if (rc == MPI_SUCCESS && (!have_flag || flag)) {
         for (int i = 0; i < count; i++)
@@ -2590,7 +2822,7 @@ FN(MPI_Waitall)(int count, MPI_Request reqs[], MPI_Status statuses[])
         return PMPI_Waitall(count, reqs, statuses);
     REQ_MARK();
     PASS_UNLESS_ACTIVE(PMPI_Waitall(count, reqs, st));
-    rec_all(FC_WAITALL, site, t0, t1, rc, count, st, reqs, 0, 0);
+    rec_all(FC_WAITALL, site, t0, t1, rc, count, st, reqs, 0, 0, NULL);
     DONE();
 }
 
@@ -2600,18 +2832,21 @@ FN(MPI_Testall)(int count, MPI_Request reqs[], int *flag, MPI_Status statuses[])
     if (!st)
         return PMPI_Testall(count, reqs, flag, statuses);
     REQ_MARK();
-    PASS_UNLESS_ACTIVE(PMPI_Testall(count, reqs, flag, st));
+    POLL_CALL(FC_TESTALL, requests_key(count, tl_scr.req), PMPI_Testall(count, reqs, flag, st));
+    POLL_UNSUCCESSFUL(FC_TESTALL, rc == MPI_SUCCESS && flag && !*flag, r,
+                      run_requests(r, count, tl_scr.req));
     rec_all(FC_TESTALL, site, t0, t1, rc, count, st, reqs, 1,
-            rc == MPI_SUCCESS && flag && *flag);
+            rc == MPI_SUCCESS && flag && *flag, run_);
     DONE();
 }
 
 /* Waitany, Testany: `index` is the index the call returned (read only after success). */
 static void rec_any(int fn, void *site, uint64_t t0, uint64_t t1, int rc, int count,
                     int index, const MPI_Status *st, const MPI_Request *after, int have_flag,
-                    int flag)
+                    int flag, const poll_run *run)
 {
     rlock();
+    g_runs(t0, run);
     g_begin(8, t0, fn, site, NO_COMM);
     if (rc == MPI_SUCCESS) {
         if ((!have_flag || flag) && index >= 0 && index < count &&
@@ -2635,7 +2870,7 @@ FN(MPI_Waitany)(int count, MPI_Request reqs[], int *index, MPI_Status *status)
     REQ_MARK();
     PASS_UNLESS_ACTIVE(PMPI_Waitany(count, reqs, index, st));
     rec_any(FC_WAITANY, site, t0, t1, rc, count,
-            rc == MPI_SUCCESS && index ? *index : MPI_UNDEFINED, st, reqs, 0, 0);
+            rc == MPI_SUCCESS && index ? *index : MPI_UNDEFINED, st, reqs, 0, 0, NULL);
     DONE();
 }
 
@@ -2646,18 +2881,21 @@ FN(MPI_Testany)(int count, MPI_Request reqs[], int *index, int *flag, MPI_Status
     if (!ACTIVE() || !prepare_many(count, reqs, MPI_STATUSES_IGNORE))
         return PMPI_Testany(count, reqs, index, flag, status);
     REQ_MARK();
-    PASS_UNLESS_ACTIVE(PMPI_Testany(count, reqs, index, flag, st));
+    POLL_CALL(FC_TESTANY, requests_key(count, tl_scr.req),
+              PMPI_Testany(count, reqs, index, flag, st));
     int ok = rc == MPI_SUCCESS && index && flag;
+    POLL_UNSUCCESSFUL(FC_TESTANY, ok && !*flag, r, run_requests(r, count, tl_scr.req));
     rec_any(FC_TESTANY, site, t0, t1, rc, count, ok ? *index : MPI_UNDEFINED, st, reqs, 1,
-            ok && *flag);
+            ok && *flag, run_);
     DONE();
 }
 
 static void rec_some(int fn, void *site, uint64_t t0, uint64_t t1, int rc, int count,
                      int outcount, const int *indices, const MPI_Status *st,
-                     const MPI_Request *after)
+                     const MPI_Request *after, const poll_run *run)
 {
     rlock();
+    g_runs(t0, run);
     g_begin(2 + 5 * (unsigned)count, t0, fn, site, NO_COMM);
     if ((rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && outcount != MPI_UNDEFINED) {
         for (int k = 0; k < outcount && k < count; k++) {
@@ -2686,7 +2924,7 @@ FN(MPI_Waitsome)(int count, MPI_Request reqs[], int *outcount, int indices[],
     PASS_UNLESS_ACTIVE(PMPI_Waitsome(count, reqs, outcount, indices, st));
     int ok = (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && outcount && indices;
     rec_some(FC_WAITSOME, site, t0, t1, rc, count, ok ? *outcount : MPI_UNDEFINED, indices,
-             st, reqs);
+             st, reqs, NULL);
     DONE();
 }
 
@@ -2697,10 +2935,13 @@ FN(MPI_Testsome)(int count, MPI_Request reqs[], int *outcount, int indices[],
     if (!st)
         return PMPI_Testsome(count, reqs, outcount, indices, statuses);
     REQ_MARK();
-    PASS_UNLESS_ACTIVE(PMPI_Testsome(count, reqs, outcount, indices, st));
+    POLL_CALL(FC_TESTSOME, requests_key(count, tl_scr.req),
+              PMPI_Testsome(count, reqs, outcount, indices, st));
     int ok = (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS) && outcount && indices;
+    POLL_UNSUCCESSFUL(FC_TESTSOME, rc == MPI_SUCCESS && ok && *outcount == 0, r,
+                      run_requests(r, count, tl_scr.req));
     rec_some(FC_TESTSOME, site, t0, t1, rc, count, ok ? *outcount : MPI_UNDEFINED, indices,
-             st, reqs);
+             st, reqs, run_);
     DONE();
 }
 
@@ -2733,8 +2974,13 @@ FN(MPI_Iprobe)(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status
 {
     MPI_Status own;
     MPI_Status *st = status == MPI_STATUS_IGNORE ? &own : status;
-    PASS_UNLESS_ACTIVE(PMPI_Iprobe(source, tag, comm, flag, st));
+    if (!ACTIVE())
+        return PMPI_Iprobe(source, tag, comm, flag, status);
+    POLL_CALL(FC_IPROBE, probe_key(source, tag, comm), PMPI_Iprobe(source, tag, comm, flag, st));
+    POLL_UNSUCCESSFUL(FC_IPROBE, rc == MPI_SUCCESS && flag && !*flag, r,
+                      run_probe(r, source, tag, comm));
     rlock();
+    g_runs(t0, run_);
     uint32_t c = comm_id(comm, rc == MPI_SUCCESS, t1);
     g_begin(8, t0, FC_IPROBE, site, c);
     g_arg_s(AC_SOURCE, to_world(c, source));
@@ -2772,8 +3018,14 @@ FN(MPI_Improbe)(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *mess
 {
     MPI_Status own;
     MPI_Status *st = status == MPI_STATUS_IGNORE ? &own : status;
-    PASS_UNLESS_ACTIVE(PMPI_Improbe(source, tag, comm, flag, message, st));
+    if (!ACTIVE())
+        return PMPI_Improbe(source, tag, comm, flag, message, status);
+    POLL_CALL(FC_IMPROBE, probe_key(source, tag, comm),
+              PMPI_Improbe(source, tag, comm, flag, message, st));
+    POLL_UNSUCCESSFUL(FC_IMPROBE, rc == MPI_SUCCESS && flag && !*flag, r,
+                      run_probe(r, source, tag, comm));
     rlock();
+    g_runs(t0, run_);
     uint32_t c = comm_id(comm, rc == MPI_SUCCESS, t1);
     g_begin(9, t0, FC_IMPROBE, site, c);
     g_arg_s(AC_SOURCE, to_world(c, source));

@@ -117,6 +117,10 @@ static contend_fn fortran_real(contend_fn *slot, const char *name)
     int err_ = errno;                                                                          \
     tl_depth++;                                                                                \
     uint64_t t0 = now_ns();                                                                    \
+    if (tl_nruns) { /* the thread's polling runs end here */                                  \
+        runs_close(t0);                                                                        \
+        t0 = now_ns();                                                                         \
+    }                                                                                          \
     errno = err_;                                                                              \
     call;                                                                                      \
     uint64_t t1 = now_ns();                                                                    \
@@ -192,6 +196,8 @@ static int f_finalize_call(void *ctx)
 
 __attribute__((noinline, used)) static void fw_mpi_finalize(MPI_Fint *ierr)
 {
+    if (ACTIVE())
+        runs_thread_end();
     (void)finalize_common(f_finalize_call, ierr, RA0());
 }
 
@@ -334,7 +340,7 @@ __attribute__((noinline, used)) static void fw_mpi_waitall(MPI_Fint *count, MPI_
         if (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS)
             PMPI_Status_f2c(fst + (size_t)i * stride, &tl_scr.st[i]);
     }
-    rec_all(FC_WAITALL, site, t0, t1, rc, n, tl_scr.st, NULL, 0, 0);
+    rec_all(FC_WAITALL, site, t0, t1, rc, n, tl_scr.st, NULL, 0, 0, NULL);
     F_DONE();
 }
 

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Build the six MPI examples with one MPI's compiler wrapper.
+# Build the MPI examples with one MPI's compiler wrapper.
 #
 # usage: examples/mpi/build.sh MPICC OUTDIR
 #   e.g. examples/mpi/build.sh mpicc.openmpi /tmp/mpi-openmpi
@@ -21,7 +21,7 @@ if ! command -v "$mpicc" >/dev/null 2>&1; then
     exit 1
 fi
 mkdir -p "$out"
-for prog in late_sender late_receiver barrier wrong_order nxn nonblocking; do
+for prog in late_sender late_receiver barrier wrong_order nxn nonblocking poll_test poll_iprobe; do
     # $flags is split into words on purpose.
     # shellcheck disable=SC2086
     "$mpicc" $flags -o "$out/$prog" "$here/$prog.c"

@@ -160,6 +160,9 @@ pub struct CallSpan {
     pub exit_ns: u64,
     pub function: &'static str,
     pub site: Option<u64>,
+    /// Unsuccessful polls this span stands for: a polling run (`Test*`, `Iprobe`, `Improbe`
+    /// that found nothing, one span from the first poll to the run's end), else 0.
+    pub polls: u64,
 }
 
 /// Aligns, converts and analyses every rank's records.
@@ -240,6 +243,10 @@ pub fn analyse(ranks: &[RankInput], thresholds: Thresholds) -> MpiRun {
         // Saturating: times and offsets come from the rank's stream, which may be hostile.
         let at = |t: u64| fit.correct(t).saturating_add(shift).max(0) as u64;
         let mut conv_rank = RankConverter::new(r.rank);
+        // Open polling runs of this rank by (function, call site, communicator): their first
+        // poll (aligned). A successful poll of the same kind at the same site waits from
+        // there; any call but an unsuccessful poll ends them (as the wrapper does per thread).
+        let mut runs: HashMap<(u8, u16, u32), u64> = HashMap::new();
         let mut summary = RankSummary {
             rank: r.rank,
             pid: r.pid,
@@ -276,15 +283,17 @@ pub fn analyse(ranks: &[RankInput], thresholds: Thresholds) -> MpiRun {
             if !matches!(f, Function::Init | Function::InitThread) {
                 end = end.max(if f == Function::Finalize { enter } else { exit });
             }
+            let polls = g.unsuccessful_polls();
             spans.push(CallSpan {
                 rank: r.rank,
                 enter_ns: enter,
                 exit_ns: exit,
                 function: f.name(),
                 site,
+                polls,
             });
             let duration = exit - enter; // exit >= enter, above
-            summary.calls += 1;
+            summary.calls += polls.max(1);
             // Time in MPI within the running time, which Init and Finalize bound.
             if !matches!(
                 f,
@@ -301,7 +310,30 @@ pub fn analyse(ranks: &[RankInput], thresholds: Thresholds) -> MpiRun {
                 }
                 FunctionClass::Other => {}
             }
-            stats.entry((f, site)).or_default().add(duration);
+            stats
+                .entry((f, site))
+                .or_default()
+                .add(duration, polls.max(1));
+            // A polling run, or the call that ends the rank's runs (a successful poll of a
+            // run's kind and site waits from that run's first poll).
+            let run_key = (g.function, g.site, g.comm);
+            if polls > 0 {
+                let first = runs.entry(run_key).or_insert(enter);
+                *first = (*first).min(enter);
+                continue;
+            }
+            let polled_from = runs.get(&run_key).copied().filter(|_| {
+                matches!(
+                    f,
+                    Function::Test
+                        | Function::Testall
+                        | Function::Testany
+                        | Function::Testsome
+                        | Function::Iprobe
+                        | Function::Improbe
+                )
+            });
+            runs.clear();
             let comm = match g.comm {
                 NO_COMM => None,
                 INTERCOMM => {
@@ -316,10 +348,10 @@ pub fn analyse(ranks: &[RankInput], thresholds: Thresholds) -> MpiRun {
                     }
                 },
             };
-            for call in conv_rank.convert(f, g, comm, &mut conv) {
+            for call in conv_rank.convert(f, g, comm, polled_from.is_some(), &mut conv) {
                 events.push(MpiEvent {
                     rank: r.rank,
-                    enter_ns: enter,
+                    enter_ns: polled_from.unwrap_or(enter),
                     exit_ns: exit,
                     site,
                     call,
@@ -608,8 +640,9 @@ impl Default for Durations {
 }
 
 impl Durations {
-    fn add(&mut self, ns: u64) {
-        self.count += 1;
+    /// One span of `ns` standing for `calls` calls (a polling run stands for its polls).
+    fn add(&mut self, ns: u64, calls: u64) {
+        self.count += calls;
         self.total = self.total.saturating_add(ns);
         self.min = self.min.min(ns);
         self.max = self.max.max(ns);
@@ -805,6 +838,10 @@ enum PersistentOp {
 struct RankConverter {
     requests: HashMap<i64, Req>,
     next: RequestId,
+    /// Messages an `Iprobe` found at the end of a polling run, matched there (the wait was in
+    /// the probing): the receive that then takes each (same communicator, a source and tag
+    /// that select it) is not matched again.
+    probed: Vec<(CommId, Rank, i32)>,
 }
 
 impl RankConverter {
@@ -813,6 +850,7 @@ impl RankConverter {
             requests: HashMap::new(),
             // Ids distinct per rank, which makes stray cross-rank use visible in tests.
             next: (u64::from(rank) << 40) + 1,
+            probed: Vec::new(),
         }
     }
 
@@ -828,6 +866,7 @@ impl RankConverter {
         f: Function,
         g: &CallGroup,
         comm: Option<CommId>,
+        polled: bool,
         conv: &mut Conversion,
     ) -> Vec<Call> {
         use Function::*;
@@ -867,7 +906,32 @@ impl RankConverter {
                 }],
                 _ => vec![Call::Other],
             },
-            Recv | Mprobe | Improbe => match status(&g.args) {
+            Recv => match status(&g.args) {
+                Some(s) if self.take_probed(comm, Some(s.source), Some(s.tag)) => {
+                    vec![Call::Other]
+                }
+                Some(s) => vec![Call::Recv {
+                    source: s.source,
+                    tag: s.tag,
+                    comm,
+                    bytes: s.bytes,
+                }],
+                None => vec![Call::Other],
+            },
+            // An Iprobe that ended a polling run is where the rank waited for its message.
+            Iprobe if polled => match status(&g.args) {
+                Some(s) if g.arg(arg::FLAG) != Some(0) => {
+                    self.probed.push((comm, s.source, s.tag));
+                    vec![Call::Recv {
+                        source: s.source,
+                        tag: s.tag,
+                        comm,
+                        bytes: s.bytes,
+                    }]
+                }
+                _ => vec![Call::Other],
+            },
+            Mprobe | Improbe => match status(&g.args) {
                 Some(s) if g.arg(arg::FLAG) != Some(0) => vec![Call::Recv {
                     source: s.source,
                     tag: s.tag,
@@ -911,7 +975,10 @@ impl RankConverter {
                 };
                 let request = self.fresh();
                 let call = if f == Irecv {
-                    if g.arg(arg::SOURCE) == Some(PROC_NULL) {
+                    let tag = tag_of(arg::RECV_TAG).filter(|&t| i64::from(t) != ANY);
+                    if g.arg(arg::SOURCE) == Some(PROC_NULL)
+                        || self.take_probed(comm, rank_of(arg::SOURCE), tag)
+                    {
                         self.requests.insert(id, Req::Ignored);
                         return vec![Call::Other];
                     }
@@ -987,6 +1054,15 @@ impl RankConverter {
             Exscan => vec![Call::Exscan { comm }],
             _ => vec![Call::Other],
         }
+    }
+
+    /// Takes the oldest probed message on `comm` that a receive from `source` with `tag`
+    /// (`None`: any) selects; false when there is none.
+    fn take_probed(&mut self, comm: CommId, source: Option<Rank>, tag: Option<i32>) -> bool {
+        let hit = self.probed.iter().position(|&(c, s, t)| {
+            c == comm && source.is_none_or(|x| x == s) && tag.is_none_or(|x| x == t)
+        });
+        hit.map(|i| self.probed.remove(i)).is_some()
     }
 
     /// Calls without a communicator: starts, completions, frees.

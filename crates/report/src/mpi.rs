@@ -421,13 +421,21 @@ pub fn timeline(run: &MpiRun, names: &SiteNames) -> export::perfetto::Timeline {
         let pid = pid_of(r.rank);
         let mut slices = Vec::new();
         for c in run.spans.iter().filter(|c| c.rank == r.rank) {
+            let mut args = vec![("call site".into(), ArgValue::Str(site(names, c.site)))];
+            // A polling run is one slice, from its first poll to its end, with its count.
+            let name = if c.polls > 0 {
+                args.push(("unsuccessful polls".into(), ArgValue::Uint(c.polls)));
+                format!("{} ×{} (nothing yet)", c.function, c.polls)
+            } else {
+                c.function.to_string()
+            };
             slices.push(Slice {
                 id: id(),
                 start_ns: c.enter_ns,
                 dur_ns: c.exit_ns.saturating_sub(c.enter_ns),
-                name: c.function.to_string(),
+                name,
                 category: "mpi".into(),
-                args: vec![("call site".into(), ArgValue::Str(site(names, c.site)))],
+                args,
             });
         }
         processes.push(ProcessTrack {

@@ -302,6 +302,11 @@ pub mod arg {
     pub const FLAG: u8 = 16;
     pub const MESSAGE: u8 = 17;
     pub const CREATED_COMM: u8 = 18;
+    /// A polling run (a group of `Test*`, `Iprobe` or `Improbe` with `flag` 0): how many
+    /// unsuccessful polls it stands for.
+    pub const POLLS: u8 = 19;
+    /// A request a polling run of `Test*` polled (the first 8 of the array), by id.
+    pub const REQUEST_POLLED: u8 = 20;
 }
 
 /// One recorded MPI call.
@@ -322,6 +327,35 @@ pub struct CallGroup {
 }
 
 impl CallGroup {
+    /// How many unsuccessful polls this group stands for: its `polls` argument for a polling
+    /// run, 1 for a single `Test*`/`Iprobe`/`Improbe` that found nothing (flag 0, or no
+    /// completion for `Testsome`, which carries no flag), 0 for any other call.
+    pub fn unsuccessful_polls(&self) -> u64 {
+        let polling = matches!(
+            Function::from_u8(self.function),
+            Some(
+                Function::Test
+                    | Function::Testall
+                    | Function::Testany
+                    | Function::Testsome
+                    | Function::Iprobe
+                    | Function::Improbe
+            )
+        );
+        if !polling || self.ret != 0 {
+            return 0;
+        }
+        if let Some(n) = self.arg(arg::POLLS) {
+            return n.max(0) as u64;
+        }
+        let completed = self.args.iter().any(|&(c, _)| c == arg::REQUEST_COMPLETED);
+        let found = match self.arg(arg::FLAG) {
+            Some(flag) => flag != 0,
+            None => self.function != Function::Testsome as u8 || completed,
+        };
+        u64::from(!found && !completed)
+    }
+
     /// The value of the first argument with this code.
     pub fn arg(&self, code: u8) -> Option<i64> {
         self.args.iter().find(|(c, _)| *c == code).map(|&(_, v)| v)
@@ -695,6 +729,36 @@ mod tests {
         let (items, bad) = decode(lone);
         assert!(items.is_empty());
         assert_eq!(bad.stray_records, 4);
+    }
+
+    #[test]
+    fn unsuccessful_polls_are_counted_from_runs_and_single_polls() {
+        let poll = |f: Function, args: Vec<(u8, i64)>| CallGroup {
+            enter: 1,
+            exit: 2,
+            function: f as u8,
+            site: 0,
+            comm: NO_COMM,
+            args,
+            ret: 0,
+        };
+        let run = poll(Function::Testany, vec![(arg::FLAG, 0), (arg::POLLS, 12345)]);
+        assert_eq!(run.unsuccessful_polls(), 12345);
+        assert_eq!(
+            poll(Function::Test, vec![(arg::FLAG, 0)]).unsuccessful_polls(),
+            1
+        );
+        assert_eq!(
+            poll(Function::Iprobe, vec![(arg::FLAG, 1)]).unsuccessful_polls(),
+            0
+        );
+        assert_eq!(poll(Function::Testsome, vec![]).unsuccessful_polls(), 1);
+        let done = poll(Function::Testsome, vec![(arg::REQUEST_COMPLETED, 3)]);
+        assert_eq!(done.unsuccessful_polls(), 0);
+        assert_eq!(poll(Function::Wait, vec![]).unsuccessful_polls(), 0);
+        let mut failed = poll(Function::Test, vec![(arg::FLAG, 0)]);
+        failed.ret = 5;
+        assert_eq!(failed.unsuccessful_polls(), 0, "an error is not a poll");
     }
 
     #[test]

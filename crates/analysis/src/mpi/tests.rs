@@ -550,3 +550,170 @@ fn exchanged_offsets_are_cross_checked_against_realtime() {
     assert_eq!(run.ranks[0].clock.source, ClockSource::Reference);
     assert_eq!(late_sender_wait(&run), 200 * MS);
 }
+
+/// Rank 0 sends at 300 ms; rank 1 polls for the message from 100 ms, with MPI_Test on an
+/// Irecv (`probe` false) or MPI_Iprobe then MPI_Recv (`probe` true): either every poll as its
+/// own group (`runs` false: CONTEND_MPI_POLL_RUNS=0), or the unsuccessful ones as one run
+/// group, as the wrapper writes them.
+fn polled_late_sender(probe: bool, runs: bool) -> Vec<RankInput> {
+    let mut r0 = Rank::new(0, 2, none);
+    r0.call(Function::Init, 0, MS, &[]);
+    r0.call(
+        Function::Send,
+        300 * MS,
+        301 * MS,
+        &[(arg::DEST, 1), (arg::SEND_TAG, 7), (arg::BYTES_SENT, 64)],
+    );
+    r0.call(Function::Finalize, 900 * MS, 901 * MS, &[]);
+    let mut r1 = Rank::new(1, 2, none);
+    r1.call(Function::Init, 0, MS, &[]);
+    let status = [
+        (arg::STATUS_SOURCE, 0),
+        (arg::STATUS_TAG, 7),
+        (arg::STATUS_BYTES, 64),
+    ];
+    let (f, comm, polled): (Function, u32, Vec<(u8, i64)>) = if probe {
+        (
+            Function::Iprobe,
+            0,
+            vec![(arg::SOURCE, 0), (arg::RECV_TAG, 7)],
+        )
+    } else {
+        r1.call(
+            Function::Irecv,
+            99 * MS,
+            99 * MS + 1000,
+            &[
+                (arg::SOURCE, 0),
+                (arg::RECV_TAG, 7),
+                (arg::REQUEST_CREATED, 1),
+            ],
+        );
+        (Function::Test, NO_COMM, vec![(arg::REQUEST_POLLED, 1)])
+    };
+    // 1000 unsuccessful polls, one every 201 µs, from 100 ms to about 301 ms.
+    let polls = 1000u64;
+    let step = 201_000u64;
+    let last = 100 * MS + (polls - 1) * step;
+    if runs {
+        let mut args = polled.clone();
+        args.extend([(arg::FLAG, 0), (arg::POLLS, polls as i64)]);
+        r1.call_at(f, 100 * MS, last + step, &args, comm, 1);
+    } else {
+        for k in 0..polls {
+            let mut args = if probe { polled.clone() } else { Vec::new() };
+            args.push((arg::FLAG, 0));
+            let t = 100 * MS + k * step;
+            r1.call_at(f, t, t + 50, &args, comm, 1);
+        }
+    }
+    let success = last + step;
+    let mut args = if probe {
+        polled.clone()
+    } else {
+        vec![(arg::REQUEST_COMPLETED, 1)]
+    };
+    args.extend(status);
+    args.push((arg::FLAG, 1));
+    r1.call_at(f, success, success + 50, &args, comm, 1);
+    if probe {
+        let mut args = vec![(arg::SOURCE, 0), (arg::RECV_TAG, 7)];
+        args.extend(status);
+        r1.call_at(Function::Recv, success + 100, success + 200, &args, 0, 0);
+    }
+    r1.call(Function::Finalize, 900 * MS, 901 * MS, &[]);
+    vec![r0.input, r1.input]
+}
+
+#[test]
+fn a_polled_late_sender_is_found_from_the_first_poll_with_and_without_runs() {
+    for probe in [false, true] {
+        let compressed = analyse(&polled_late_sender(probe, true), Thresholds::default());
+        let each = analyse(&polled_late_sender(probe, false), Thresholds::default());
+        // The same wait states from both recordings: from the first poll (100 ms) to the send.
+        assert_eq!(
+            compressed.waits.instances, each.waits.instances,
+            "probe {probe}"
+        );
+        let ls: Vec<_> = compressed
+            .waits
+            .instances
+            .iter()
+            .filter(|i| i.pattern == Pattern::LateSender)
+            .collect();
+        assert_eq!(
+            ls.len(),
+            1,
+            "probe {probe}: {:?}",
+            compressed.waits.instances
+        );
+        assert_eq!((ls[0].rank, ls[0].cause), (1, Some(0)));
+        assert_eq!(ls[0].wait_ns, 200 * MS);
+        assert_eq!(ls[0].site, Some(0x402000), "at the poll's call site");
+        // One message, matched once (the probe's Recv is not a second receive).
+        assert_eq!(compressed.waits.counts.messages_matched, 1);
+        assert_eq!(compressed.waits.counts.unmatched_receives, 0);
+        assert_eq!(compressed.waits.counts.unmatched_sends, 0);
+        // Both count every call the program made; the run is one span with its polls.
+        let name = if probe { "MPI_Iprobe" } else { "MPI_Test" };
+        for run in [&compressed, &each] {
+            let stat = run.calls.iter().find(|c| c.function == name).unwrap();
+            assert_eq!(stat.count, 1001, "probe {probe}");
+        }
+        let spans: Vec<_> = compressed
+            .spans
+            .iter()
+            .filter(|s| s.function == name)
+            .collect();
+        assert_eq!(spans.len(), 2);
+        assert_eq!(spans[0].polls, 1000);
+        assert_eq!(spans[1].polls, 0);
+    }
+}
+
+#[test]
+fn a_run_ends_at_any_other_call_and_does_not_reach_a_later_success() {
+    // Rank 1 polls MPI_Test from 100 ms, gives up and waits in MPI_Wait from 150 ms for the
+    // send at 300 ms; later a successful MPI_Test at the same site must not wait from 100 ms.
+    let mut inputs = polled_late_sender(false, true);
+    let r1 = &mut inputs[1];
+    let finalize = r1.items.pop().unwrap();
+    let success = r1.items.pop().unwrap();
+    let MpiItem::Call(mut run) = r1.items.pop().unwrap() else {
+        panic!()
+    };
+    run.exit = 150 * MS;
+    r1.items.push(MpiItem::Call(run));
+    r1.items.push(MpiItem::Call(CallGroup {
+        enter: 150 * MS,
+        exit: 302 * MS,
+        function: Function::Wait as u8,
+        site: 0,
+        comm: NO_COMM,
+        args: vec![
+            (arg::REQUEST_COMPLETED, 1),
+            (arg::STATUS_SOURCE, 0),
+            (arg::STATUS_TAG, 7),
+            (arg::STATUS_BYTES, 64),
+        ],
+        ret: 0,
+    }));
+    let MpiItem::Call(mut late) = success else {
+        panic!()
+    };
+    late.enter = 400 * MS;
+    late.exit = 400 * MS;
+    late.args = vec![(arg::FLAG, 1)]; // MPI_REQUEST_NULL: nothing completed
+    r1.items.push(MpiItem::Call(late));
+    r1.items.push(finalize);
+    let run = analyse(&inputs, Thresholds::default());
+    let ls: Vec<_> = run
+        .waits
+        .instances
+        .iter()
+        .filter(|i| i.pattern == Pattern::LateSender)
+        .collect();
+    assert_eq!(ls.len(), 1, "{:?}", run.waits.instances);
+    assert_eq!(ls[0].wait_ns, 150 * MS, "in the MPI_Wait, from 150 ms");
+    assert_eq!(ls[0].site, Some(0x401000));
+}

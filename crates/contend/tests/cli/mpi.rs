@@ -471,3 +471,120 @@ fn two_jobs_in_one_run_are_told_apart() {
         text(&missing.stderr)
     );
 }
+
+/// A polling receiver (examples/mpi/poll_test.c: MPI_Test on an Irecv; poll_iprobe.c:
+/// MPI_Iprobe, then MPI_Recv): each run of unsuccessful polls is one event, so the rank's
+/// stream holds a bounded number of calls however many millions of polls the program made;
+/// the calls table counts every poll (the program's own count of unsuccessful ones plus the
+/// successful one per round); and the late sender is found at the poll's call site, from the
+/// first poll, within 5 % as for the MPI_Wait of nonblocking.c.
+fn polling_is_one_event_per_run(mpi: &Mpi) {
+    if !require(mpi) {
+        return;
+    }
+    let _guard = serial();
+    let dir = tempfile::tempdir().unwrap();
+    build_examples(mpi, dir.path());
+    for example in ["poll_test", "poll_iprobe"] {
+        let mut first_error = None;
+        for attempt in 0..2 {
+            let run = dir.path().join(format!("{example}.{attempt}.run"));
+            let exe = dir.path().join(example);
+            let (out, report) = record(mpi, &exe, 2, &["200", "3"], &run);
+            let stdout = text(&out.stdout);
+            let truth = &truths(&stdout)[0];
+            let polls: u64 = stdout
+                .lines()
+                .find_map(|l| l.strip_prefix("polls: "))
+                .and_then(|l| l.split(' ').find_map(|kv| kv.strip_prefix("unsuccessful=")))
+                .unwrap_or_else(|| panic!("no polls line in\n{stdout}"))
+                .parse()
+                .unwrap();
+            // A 200 ms spin makes far more polls than the stream holds events.
+            assert!(polls > 10_000, "{} {example}: only {polls} polls", mpi.name);
+            let m = &report["mpi"];
+            let names = m["site_names"].as_array().unwrap();
+            let calls: Vec<&Value> = m["calls"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|c| c["function"] == truth.function.as_str())
+                .collect();
+            assert_eq!(calls.len(), 1, "{calls:?}");
+            let site = names[calls[0]["site"].as_u64().unwrap() as usize]
+                .as_str()
+                .unwrap();
+            assert!(site.contains(&format!("{example}.c:")), "{site}");
+            assert_eq!(
+                calls[0]["count"].as_u64().unwrap(),
+                polls + truth.count,
+                "{} {example}: every poll counted",
+                mpi.name
+            );
+            let rank1 = report["streams"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|s| s["kind"] == "rank" && s["rank"] == 1)
+                .unwrap();
+            let groups = rank1["events_by_kind"]["mpi-enter"].as_u64().unwrap();
+            // Init, 4 barriers, 3 × (Irecv or Recv, run, successful poll), the count's
+            // Send, Finalize: 19; a few more would still be bounded, millions are not.
+            assert!(
+                groups <= 30,
+                "{} {example}: {groups} calls recorded for {polls} polls",
+                mpi.name
+            );
+            if mpi.name == OPEN_MPI.name && attempt == 0 {
+                perfetto_shows_each_run(&run, &truth.function, polls, truth.count);
+            }
+            match check(mpi, example, &stdout, &exits(&stdout), &report) {
+                Ok(()) => break,
+                Err(e) if first_error.is_none() && attempt == 0 => {
+                    testkit::attempt_failed(&format!("{e}: retrying once"));
+                    first_error = Some(e);
+                }
+                Err(e) => panic!("{e} (first attempt: {first_error:?})"),
+            }
+        }
+    }
+}
+
+/// The Perfetto export shows each polling run as one slice named with its count: one per
+/// round, the counts summing to the program's unsuccessful polls.
+fn perfetto_shows_each_run(run: &Path, function: &str, polls: u64, rounds: u64) {
+    let trace = run.with_extension("pftrace");
+    let out = Command::new(CONTEND)
+        .arg("report")
+        .arg(run)
+        .arg("--perfetto")
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let Some(mut results) = trace_processor(
+        &trace,
+        &["select s.name as name, s.dur as dur from slice s where s.category = 'mpi'"],
+    ) else {
+        return;
+    };
+    let rows = results.remove(0);
+    let prefix = format!("{function} ×");
+    let counts: Vec<u64> = rows
+        .iter()
+        .filter_map(|r| r["name"].as_str()?.strip_prefix(prefix.as_str()))
+        .map(|rest| rest.split(' ').next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(counts.len() as u64, rounds, "{rows:?}");
+    assert_eq!(counts.iter().sum::<u64>(), polls, "{counts:?}");
+}
+
+#[test]
+fn open_mpi_polling_runs() {
+    polling_is_one_event_per_run(&OPEN_MPI);
+}
+
+#[test]
+fn mpich_polling_runs() {
+    polling_is_one_event_per_run(&MPICH);
+}
