@@ -538,7 +538,14 @@ fn polling_is_one_event_per_run(mpi: &Mpi) {
             if mpi.name == OPEN_MPI.name && attempt == 0 {
                 perfetto_shows_each_run(&run, &truth.function, polls, truth.count);
             }
-            match check(mpi, example, &stdout, &exits(&stdout), &report) {
+            match check(
+                mpi,
+                example,
+                &stdout,
+                &exits(&stdout),
+                &report,
+                Tolerance::ONE_HOST,
+            ) {
                 Ok(()) => break,
                 Err(e) if first_error.is_none() && attempt == 0 => {
                     testkit::attempt_failed(&format!("{e}: retrying once"));
