@@ -37,6 +37,9 @@
 #                   host i is i x (SECONDS s + 7.3 ms) ahead of node0
 #   --shared DIR    the shared directory: an existing directory of the caller's (kept);
 #                   default a new one in the state directory, removed at the end
+#   --keep DIR      a directory under /tmp or /dev/shm that every host still sees (each host
+#                   has its own empty ones): the programs' and contend's, if they are there;
+#                   this script's checkout always is
 #
 # COMMAND (and every exec) has in its environment:
 #   FAKE_CLUSTER_HOSTS    node0,node1,...          (Open MPI --host, Hydra -hosts)
@@ -225,7 +228,7 @@ host_setup() { # NAME
         stage=$state/$1/stage-$n
         printf "mkdir -m 700 %q\n" "$stage"
         printf "mount -t tmpfs -o mode=1777,nosuid,nodev,size=25%% %q %q\n" "$prog" "$stage"
-        for keep in "$shared" "$state"; do
+        for keep in "$shared" "$state" "${keeps[@]}"; do
             case $keep in "$mp"/*)
                 printf "mkdir -p %q\n" "$stage/${keep#"$mp"/}"
                 printf "mount --bind %q %q\n" "$keep" "$stage/${keep#"$mp"/}"
@@ -431,12 +434,16 @@ parse_options() { # sets hosts, step, shared; the rest in $rest
     step=10800
     while [ $# -gt 0 ]; do
         case $1 in
-        --hosts | --step | --shared)
+        --hosts | --step | --shared | --keep)
             [ $# -ge 2 ] || usage "$1 needs a value"
             case $1 in
             --hosts) hosts=$2 ;;
             --step) step=$2 ;;
             --shared) shared=$2 ;;
+            --keep)
+                [ -d "$2" ] && [ ! -L "$2" ] || usage "--keep $2: not a directory"
+                keeps+=("$(cd -P "$2" && pwd)")
+                ;;
             esac
             shift 2
             ;;
@@ -465,6 +472,9 @@ parse_options() { # sets hosts, step, shared; the rest in $rest
 
 self=$(cd "$(dirname "$0")" && pwd -P)/$(basename "$0")
 shared=""
+# Directories under /tmp or /dev/shm that stay visible on every host (its own tmpfs hides the
+# rest): this script's checkout (the script is the hosts' ssh stand-in) and each --keep.
+keeps=("$(dirname "$(dirname "$self")")")
 session=()
 [ $# -ge 1 ] || usage "no command"
 cmd=$1

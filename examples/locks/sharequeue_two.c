@@ -114,6 +114,7 @@ static long ops = 20000;
 static int64_t work_ns = 2000, cs_ns = 1000;
 static int dequeue_line, enqueue_line;
 static atomic_int go;
+static pthread_mutex_t warm_lock = PTHREAD_MUTEX_INITIALIZER; /* see worker_main */
 
 struct sums {
     long acquisitions, waits_over_5us;
@@ -192,6 +193,10 @@ static void *worker_main(void *arg)
     char name[16];
     snprintf(name, sizeof name, "sq-%d", w->id);
     pthread_setname_np(pthread_self(), name);
+    /* Once before the measured phase: a probe's one-time set-up on a thread's first record
+     * (its ring, milliseconds on a loaded machine) is not inside a measured wait. */
+    pthread_mutex_lock(&warm_lock);
+    pthread_mutex_unlock(&warm_lock);
     while (!atomic_load(&go))
         ;
     for (long i = 0; i < ops;) {

@@ -161,8 +161,11 @@ fn job(mpi: &Mpi, shared: &Shared, on: &[usize], args: &[&str], record_to: Optio
     let shim = shared.ucx_close_shim.to_str().unwrap();
     let record_to = record_to.map(|p| p.to_str().unwrap().to_string());
     let cache = shared.path().join("cache");
+    // contend's directory stays visible on the hosts when it is under /tmp (a checkout there).
+    let exe_dir = Path::new(CONTEND).parent().unwrap().to_str().unwrap();
     let mut cluster_args = vec![
-        "run", "--hosts", "4", "--shared", dir, "--", "sh", "-c", HEAD, "sh", &hosts,
+        "run", "--hosts", "4", "--shared", dir, "--keep", exe_dir, "--", "sh", "-c", HEAD, "sh",
+        &hosts,
     ];
     cluster_args.extend_from_slice(args);
     let mut env = vec![
