@@ -482,11 +482,29 @@ echo "offsets $FAKE_CLUSTER_OFFSETS_NS"
         .collect();
     assert_eq!(offsets.len(), 3);
     let uptime0: f64 = lines[0][1].parse().unwrap();
+    let checkout = repo("").canonicalize().unwrap();
+    let kept_in_tmp = [dir.path().canonicalize().unwrap(), checkout]
+        .iter()
+        .filter_map(|p| {
+            p.strip_prefix("/tmp")
+                .ok()?
+                .components()
+                .next()
+                .map(|c| c.as_os_str().to_owned())
+        })
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
     for (i, line) in lines[..3].iter().enumerate() {
         assert_eq!(line[0], format!("node{i}"), "{}", show(&out));
         // A fresh /tmp on each host, but the shared directory and the cluster's state kept at
-        // their paths (under this test's $TMPDIR): one entry, whatever the others did.
-        assert_eq!(line[2], "1", "host {i}'s /tmp: {}", show(&out));
+        // their paths (under this test's $TMPDIR), and the checkout when it is there: those
+        // entries only, whatever the others did.
+        assert_eq!(
+            line[2],
+            kept_in_tmp.to_string(),
+            "host {i}'s /tmp: {}",
+            show(&out)
+        );
         // CLOCK_BOOTTIME is offset as CLOCK_MONOTONIC: each host's uptime reads its offset
         // ahead of node0's, read a few ms apart.
         let uptime: f64 = line[1].parse().unwrap();
