@@ -2878,6 +2878,31 @@ FN(MPI_Testany)(int count, MPI_Request reqs[], int *index, int *flag, MPI_Status
 {
     MPI_Status own;
     MPI_Status *st = status == MPI_STATUS_IGNORE ? &own : status;
+    /* A poll of one of the thread's open runs (few requests): the run holds the requests as
+     * they were when it opened, so the array is not copied per poll (hpcc polls one request
+     * tens of millions of times); a poll that ends the run takes them from it. */
+    if (ACTIVE() && g_poll_runs && tl_nruns && count > 0 && count <= RUN_REQS && reqs) {
+        void *site = SITE();
+        poll_run *run_ = run_find(FC_TESTANY, site, requests_key(count, reqs));
+        if (run_ && run_->nreq == count) {
+            int err_ = errno;
+            tl_depth++;
+            REQ_MARK();
+            errno = err_;
+            int rc = PMPI_Testany(count, reqs, index, flag, st);
+            err_ = errno;
+            int ok = rc == MPI_SUCCESS && index && flag;
+            if (ok && !*flag) {
+                run_->polls++;
+                DONE();
+            }
+            memcpy(tl_scr.req, run_->req, (size_t)count * sizeof *reqs);
+            uint64_t t1 = now_ns();
+            rec_any(FC_TESTANY, site, t1, t1, rc, count, ok ? *index : MPI_UNDEFINED, st, reqs,
+                    1, ok && *flag, run_);
+            DONE();
+        }
+    }
     if (!ACTIVE() || !prepare_many(count, reqs, MPI_STATUSES_IGNORE))
         return PMPI_Testany(count, reqs, index, flag, status);
     REQ_MARK();
