@@ -1,6 +1,8 @@
 /*
  * poll_test: a late sender whose receiver polls MPI_Test in a loop (the MPI_Wait of
- * nonblocking.c written as a polling loop, as hpcc's MPIRandomAccess does).
+ * nonblocking.c written as a polling loop, as hpcc's MPIRandomAccess does). Built with
+ * -DPOLL_TESTANY (poll_testany) it polls MPI_Testany on an array of its one request instead,
+ * as MPIRandomAccess also does; "MPI_Test" below then reads "MPI_Testany".
  *
  * 2 ranks.  In each of ITERATIONS rounds rank 0 sleeps DELAY_MS (nanosleep) and then sends
  * one int to rank 1 with MPI_Send; rank 1 posts MPI_Irecv at once and calls MPI_Test until
@@ -22,9 +24,15 @@
  *
  * build: mpicc -O2 -g -Wall -Wextra poll_test.c -o poll_test
  */
+#ifdef POLL_TESTANY
+#define PROGRAM "poll_testany"
+#define FUNCTION "MPI_Testany"
+#else
 #define PROGRAM "poll_test"
+#define FUNCTION "MPI_Test"
+#endif
 #define RANKS 2
-#define ABOUT "rank 0 sleeps delay_ms and then MPI_Sends to rank 1, which polls MPI_Test on its MPI_Irecv\n"
+#define ABOUT "rank 0 sleeps delay_ms and then MPI_Sends to rank 1, which polls " FUNCTION " on its MPI_Irecv\n"
 /* ---- helpers (the same in every MPI example; each file stands alone so that it can be
  * built from its embedded source) ---------------------------------------------------- */
 #define _POSIX_C_SOURCE 200809L
@@ -141,7 +149,6 @@ static void print_exits(int rank, const int64_t *exits, long n, int64_t in_barri
 }
 /* ----------------------------------------------------------------------------------- */
 
-#define FUNCTION "MPI_Test"
 #define TAG 7
 
 int main(int argc, char **argv)
@@ -178,7 +185,12 @@ int main(int argc, char **argv)
             int flag = 0;
             MPI_Irecv(&msg, 1, MPI_INT, 0, TAG, MPI_COMM_WORLD, &req);
             for (;;) {
+#ifdef POLL_TESTANY
+                int index;
+                MPI_Testany(1, &req, &index, &flag, &status); /* the wait, polled */
+#else
                 MPI_Test(&req, &flag, &status); /* the wait, polled */
+#endif
                 if (flag)
                     break;
                 unsuccessful++;

@@ -472,9 +472,9 @@ fn two_jobs_in_one_run_are_told_apart() {
     );
 }
 
-/// A polling receiver (examples/mpi/poll_test.c: MPI_Test on an Irecv; poll_testany.c: the
-/// same with MPI_Testany of one request, as hpcc polls, which the wrapper keys without copying
-/// the array; poll_iprobe.c:
+/// A polling receiver (examples/mpi/poll_test.c: MPI_Test on an Irecv; poll_testany, the same
+/// built with MPI_Testany of one request, as hpcc polls, which the wrapper keys without
+/// copying the array; poll_iprobe.c:
 /// MPI_Iprobe, then MPI_Recv): each run of unsuccessful polls is one event, so the rank's
 /// stream holds a bounded number of calls however many millions of polls the program made;
 /// the calls table counts every poll (the program's own count of unsuccessful ones plus the
