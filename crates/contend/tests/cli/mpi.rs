@@ -8,7 +8,8 @@
 //! which scripts/test.sh runs as root).
 
 use crate::common::mpi::{
-    build_examples, check, exits, require, spreads, truths, Mpi, Tolerance, MPICH, OPEN_MPI,
+    build_examples, check, exits, require, source_of, spreads, truths, Mpi, Tolerance, MPICH,
+    OPEN_MPI,
 };
 use crate::common::{serial, text, trace_processor, CONTEND};
 use serde_json::Value;
@@ -516,7 +517,10 @@ fn polling_is_one_event_per_run(mpi: &Mpi) {
             let site = names[calls[0]["site"].as_u64().unwrap() as usize]
                 .as_str()
                 .unwrap();
-            assert!(site.contains(&format!("{example}.c:")), "{site}");
+            assert!(
+                site.contains(&format!("{}.c:", source_of(example))),
+                "{site}"
+            );
             assert_eq!(
                 calls[0]["count"].as_u64().unwrap(),
                 polls + truth.count,
