@@ -122,14 +122,15 @@ impl fmt::Display for Fitted {
             .max()
             .unwrap_or(0);
         let mut keep: Vec<usize> = (0..n).collect();
-        if !fit.columns.is_empty() {
-            keep.retain(|&i| {
-                i == 0
-                    || fit
-                        .columns
-                        .iter()
-                        .any(|c| c.eq_ignore_ascii_case(&self.header_name(i)))
-            });
+        // --columns applies to the tables that have any of the named columns; the others
+        // (a report prints several) stay whole.
+        let named = |i: usize| {
+            fit.columns
+                .iter()
+                .any(|c| c.eq_ignore_ascii_case(&self.header_name(i)))
+        };
+        if (1..n).any(named) {
+            keep.retain(|&i| i == 0 || named(i));
         }
         let Some(width) = fit.width else {
             return write!(f, "{}", self.subset(&keep, None));

@@ -126,4 +126,11 @@ fn wide_keeps_every_column_on_a_terminal_and_a_dropped_column_is_named() {
         header.contains("EVENTS") && header.contains("DROPPED") && !header.contains("BY KIND"),
         "{header}"
     );
+    // A table with none of those columns stays whole.
+    assert!(
+        picked
+            .lines()
+            .any(|l| l.contains("CONTENDED") && l.contains("WAIT (ms)")),
+        "{picked}"
+    );
 }
