@@ -40,6 +40,10 @@ pub struct ClockFit {
     pub drift_ns_per_s: Option<f64>,
     /// The best round trip of the measurements (the offset's uncertainty is half of it).
     pub best_round_trip_ns: Option<u32>,
+    /// The round trip each of the two offsets came from: each offset is within half of its
+    /// own of the truth (Cristian), and on a busy machine the two differ by milliseconds.
+    pub round_trip_at_init_ns: Option<u32>,
+    pub round_trip_at_finalize_ns: Option<u32>,
     /// The offsets were applied (false for ranks on rank 0's host whose offsets are within
     /// the noise of a shared clock).
     pub applied: bool,
@@ -747,6 +751,8 @@ impl Alignment {
                     at_finalize_ns: fin.map(|o| o.1),
                     drift_ns_per_s: drift,
                     best_round_trip_ns: None,
+                    round_trip_at_init_ns: None,
+                    round_trip_at_finalize_ns: None,
                     applied: true,
                     source: ClockSource::Realtime,
                     realtime_disagreement_ns: None,
@@ -775,6 +781,12 @@ impl Alignment {
                     .filter(|c| c.round_trips > 0)
                     .map(|c| c.best_round_trip_ns)
                     .min(),
+                round_trip_at_init_ns: init
+                    .filter(|c| c.round_trips > 0)
+                    .map(|c| c.best_round_trip_ns),
+                round_trip_at_finalize_ns: fin
+                    .filter(|c| c.round_trips > 0)
+                    .map(|c| c.best_round_trip_ns),
                 applied: apply && !samples.is_empty(),
                 source: if r.rank == 0 {
                     ClockSource::Reference

@@ -230,17 +230,37 @@ fn check_hosts_and_clocks(
         if clock["applied"] != true {
             return Err(format!("{name}: rank {r}'s offset not applied: {clock}"));
         }
-        for at in ["at_init_ns", "at_finalize_ns"] {
+        for (at, trip) in [
+            ("at_init_ns", "round_trip_at_init_ns"),
+            ("at_finalize_ns", "round_trip_at_finalize_ns"),
+        ] {
             let measured = clock[at]
                 .as_i64()
                 .ok_or_else(|| format!("{name}: rank {r}: no {at}: {clock}"))?;
-            if (measured - truth).abs() > 1_000_000 {
+            // Within 1 ms, or half the round trip the offset came from where that is longer
+            // (Cristian's bound: rank 0 read its clock between the rank's two reads; beside a
+            // CPU hog the round trips reach milliseconds).
+            let allowed = (clock[trip].as_i64().unwrap_or(0) / 2).max(1_000_000);
+            if (measured - truth).abs() > allowed {
                 return Err(format!(
                     "{name}: rank {r} on node{host}: offset {at} {measured} ns, set {truth} ns \
-                     (more than 1 ms apart): {clock}"
+                     (more than {allowed} ns apart): {clock}"
                 ));
             }
         }
+    }
+    // No violation once aligned, when the alignment is finer than the examples' messages take
+    // (tens of µs): every offset from a round trip under 100 µs. Beside a CPU hog the round
+    // trips reach milliseconds, a message can then be received "before" it was sent on the
+    // aligned clocks, and the analysis counts it (checked in analysis::waitstates's tests).
+    let fine = m["ranks"].as_array().unwrap().iter().all(|r| {
+        ["round_trip_at_init_ns", "round_trip_at_finalize_ns"]
+            .iter()
+            .all(|k| r["clock"][k].as_u64().is_none_or(|t| t < 100_000))
+    });
+    if !fine {
+        eprintln!("{name}: round trips of 100 µs or more: clock violations not checked");
+        return Ok(());
     }
     // `mpi.clock_violations` where the report has it; the analysis's two counts in any case.
     let counts = &m["waits"]["counts"];

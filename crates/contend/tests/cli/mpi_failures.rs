@@ -1067,8 +1067,8 @@ fn an_mpmd_job_with_a_rank_in_a_time_namespace_completes_and_is_aligned() {
         let program = build_example(mpi, "late_sender", dir.path());
         let run = dir.path().join(format!("{}-mpmd-{ahead_s}", mpi.mpicc));
         let ahead = ahead_s.to_string();
-        let rank1 = ["unshare", "--time", "--fork", "--monotonic", &ahead];
-        let out = mpmd_job(mpi, &run, &program, &[], &rank1);
+        let namespace = ["unshare", "--time", "--fork", "--monotonic", &ahead];
+        let out = mpmd_job(mpi, &run, &program, &[], &namespace);
         assert!(out.status.success(), "{}: {}", mpi.name, show(&out));
         assert_eq!(
             rank_streams(&run),
@@ -1081,10 +1081,11 @@ fn an_mpmd_job_with_a_rank_in_a_time_namespace_completes_and_is_aligned() {
         let rank1 = &json["mpi"]["ranks"][1];
         assert_eq!(rank1["clock"]["applied"], true, "{}: {rank1}", mpi.name);
         let offset = rank1["clock"]["at_init_ns"].as_i64().unwrap();
-        // Ahead: add about −ahead_s (within the round trip, far below a millisecond here).
+        // Ahead: add about −ahead_s, within half the round trip it came from (1 ms at least).
+        let trip = rank1["clock"]["round_trip_at_init_ns"].as_i64().unwrap();
         assert!(
-            (offset + ahead_s * 1_000_000_000).abs() < 1_000_000,
-            "{}: offset {offset}",
+            (offset + ahead_s * 1_000_000_000).abs() <= (trip / 2).max(1_000_000),
+            "{}: offset {offset}, round trip {trip}",
             mpi.name
         );
         // Measured by round trips; CLOCK_REALTIME, which a time namespace does not move,
@@ -1095,9 +1096,22 @@ fn an_mpmd_job_with_a_rank_in_a_time_namespace_completes_and_is_aligned() {
             mpi.name
         );
         let disagreement = rank1["clock"]["realtime_disagreement_ns"].as_i64().unwrap();
-        assert!(disagreement.abs() < 1_000_000, "{}: {rank1}", mpi.name);
-        check_late_sender(&json, &text(&out.stdout), "late_sender.c")
-            .unwrap_or_else(|e| panic!("{}: {e}", mpi.name));
+        assert!(
+            disagreement.abs() <= (trip / 2).max(1_000_000),
+            "{}: {rank1}",
+            mpi.name
+        );
+        // The planted waits: beside a CPU hog a receiver kept off its CPU for the planted
+        // 100 ms posts its receive after the send and waits for nothing, which no clock of
+        // the program bounds: one logged retry, as in tests/cli/mpi.rs.
+        if let Err(e) = check_late_sender(&json, &text(&out.stdout), "late_sender.c") {
+            testkit::attempt_failed(&format!("{}: {e}: retrying once", mpi.name));
+            let again = run.with_extension("again");
+            let out = mpmd_job(mpi, &again, &program, &[], &namespace);
+            assert!(out.status.success(), "{}: {}", mpi.name, show(&out));
+            check_late_sender(&report_json(&[&again]), &text(&out.stdout), "late_sender.c")
+                .unwrap_or_else(|e2| panic!("{}: {e2} (first attempt: {e})", mpi.name));
+        }
     }
 }
 
