@@ -326,17 +326,7 @@ pub fn analyse(ranks: &[RankInput], thresholds: Thresholds) -> MpiRun {
                 *first = (*first).min(enter);
                 continue;
             }
-            let polled_from = runs.get(&run_key).copied().filter(|_| {
-                matches!(
-                    f,
-                    Function::Test
-                        | Function::Testall
-                        | Function::Testany
-                        | Function::Testsome
-                        | Function::Iprobe
-                        | Function::Improbe
-                )
-            });
+            let polled_from = runs.get(&run_key).copied().filter(|_| f.is_poll());
             runs.clear();
             let comm = match g.comm {
                 NO_COMM => None,

@@ -132,6 +132,20 @@ pub enum FunctionClass {
 }
 
 impl Function {
+    /// The calls that poll (`Test*`, `Iprobe`, `Improbe`): the wrapper's polling runs are made
+    /// of their unsuccessful calls.
+    pub fn is_poll(self) -> bool {
+        matches!(
+            self,
+            Function::Test
+                | Function::Testall
+                | Function::Testany
+                | Function::Testsome
+                | Function::Iprobe
+                | Function::Improbe
+        )
+    }
+
     pub const ALL: [Function; 62] = {
         use Function::*;
         [
@@ -331,17 +345,7 @@ impl CallGroup {
     /// run, 1 for a single `Test*`/`Iprobe`/`Improbe` that found nothing (flag 0, or no
     /// completion for `Testsome`, which carries no flag), 0 for any other call.
     pub fn unsuccessful_polls(&self) -> u64 {
-        let polling = matches!(
-            Function::from_u8(self.function),
-            Some(
-                Function::Test
-                    | Function::Testall
-                    | Function::Testany
-                    | Function::Testsome
-                    | Function::Iprobe
-                    | Function::Improbe
-            )
-        );
+        let polling = Function::from_u8(self.function).is_some_and(Function::is_poll);
         if !polling || self.ret != 0 {
             return 0;
         }
