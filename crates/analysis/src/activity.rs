@@ -96,7 +96,7 @@ pub fn modelled_active_threads(intervals: &[Vec<u64>], cores: u32) -> Option<f64
 // ---------------------------------------------------------------------------------------------
 
 /// A straight line y = slope·x + intercept.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, schemars::JsonSchema, Deserialize)]
 pub struct Line {
     pub slope: f64,
     pub intercept: f64,
@@ -150,7 +150,7 @@ pub fn line_best_fit(points: &[(f64, f64)]) -> Option<Line> {
 // ---------------------------------------------------------------------------------------------
 
 /// What "work" C(n) was measured in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum WorkUnit {
     /// CPU cycles from the PMU (the thesis's measure).
@@ -177,7 +177,7 @@ impl fmt::Display for WorkUnit {
 
 /// One measured configuration: m threads on n cores (values averaged over repeats by the
 /// caller).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema, Deserialize)]
 pub struct Configuration {
     /// m
     pub threads: u32,
@@ -206,7 +206,7 @@ pub struct Configuration {
 
 /// Table 4.11 for one configuration: how much of the time lost to dependencies the recorded
 /// lock waits explain. All times in thread-ns (summed over threads).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema, Deserialize)]
 pub struct LockExplanation {
     /// D·T(n): idleness from all dependencies (table 4.11 column 3).
     pub dependency_loss_thread_ns: f64,
@@ -228,7 +228,7 @@ pub struct LockExplanation {
 
 /// Eq. 3.2–3.5, 3.8, tables 4.1, 4.5, 4.8, 4.11 for one target configuration (m threads on n
 /// cores) against the one-core baseline with the same m.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema, Deserialize)]
 pub struct ScalingModel {
     /// m
     pub threads: u32,
@@ -568,7 +568,7 @@ pub fn scaling_model(
 // ---------------------------------------------------------------------------------------------
 
 /// One measured (n, C(n), r(n)) for the regressions of eqs. 3.6 and 3.7.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, schemars::JsonSchema, Deserialize)]
 pub struct WorkPoint {
     /// n
     pub cores: u32,
@@ -630,7 +630,7 @@ fn distinct_cores(points: &[WorkPoint]) -> Vec<u32> {
 /// fitted with listing 3.1. μ and L are in memory requests per unit of work (per cycle when
 /// `unit` is cycles). Without r(n) only μ/r and L/r are known, which still predict C(n) and ω
 /// for other n under the model's assumption that r does not change with n.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema, Deserialize)]
 pub struct MemoryQueue {
     pub unit: WorkUnit,
     /// The distinct core counts n the fit used.
@@ -779,7 +779,7 @@ pub fn memory_queue(points: &[WorkPoint]) -> Result<MemoryQueue, ModelError> {
 /// Eq. 3.7 as contend reads it: C(n) = C(c) + δ·r·(n − c)/n for n > c cores filled socket
 /// first with c cores per socket: the (n − c)/n of the r memory requests that come from the
 /// second socket each take δ more (cycles, or ns) than a local request.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema, Deserialize)]
 pub struct NumaDelta {
     /// c
     pub cores_per_socket: u32,

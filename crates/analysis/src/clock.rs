@@ -6,7 +6,7 @@ use trace::ClockSource;
 
 /// `ns = base_ns + (ticks - base_ticks) * 1e9 / hz`, from the run's first calibration point
 /// and its calibrated rate (docs/methodology.md, "Clocks").
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Conversion {
     pub base_ticks: u64,
     pub base_ns: u64,

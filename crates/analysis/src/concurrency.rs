@@ -29,7 +29,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use trace::sched::{State, StateChange};
 
 /// Where a concurrency figure comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Method {
     /// Running intervals from the sched tracepoints: exact.
@@ -39,7 +39,7 @@ pub enum Method {
 }
 
 /// One process's concurrent on-CPU time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Concurrency {
     /// Time during which at least two of its threads were on a CPU at once, ns.
     pub on_cpu_together_ns: u64,

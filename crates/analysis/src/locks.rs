@@ -73,14 +73,16 @@ pub fn thread_input(stream: &Stream<'_>, clock: &Conversion, name: &str) -> Inpu
 }
 
 /// A lock is its address in its process.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, schemars::JsonSchema,
+)]
 pub struct LockKey {
     pub pid: u32,
     pub address: u64,
 }
 
 /// A mutex event (thesis §3.2.2.2): one acquisition of a lock and its release.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Hold {
     /// Index into [`LockReport::threads`].
     pub thread: usize,
@@ -124,7 +126,7 @@ impl Hold {
 }
 
 /// Which mutex events an analysis looks at (thesis §3.2.2.2 "filters").
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
 pub struct Filter {
     /// Keep events whose duration (request to release) is at least / at most this.
     pub min_duration_ns: Option<u64>,
@@ -155,7 +157,7 @@ impl Filter {
 }
 
 /// Table 4.9 (and, over critical-path events only, table 4.10).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Summary {
     /// Mutex events (holds).
     pub events: u64,
@@ -224,7 +226,7 @@ fn union_length(mut v: Vec<(u64, u64)>) -> u64 {
 }
 
 /// Waiting and holding at one call site of one lock.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct SiteStats {
     pub site: Option<u64>,
     pub acquisitions: u64,
@@ -236,7 +238,7 @@ pub struct SiteStats {
 }
 
 /// Table 4.12: one lock.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct LockStats {
     pub lock: LockKey,
     pub kind: ObjectKind,
@@ -266,7 +268,7 @@ pub struct LockStats {
 }
 
 /// Time threads spent in condition waits: idle time, reported apart from lock contention.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct CondStats {
     pub pid: u32,
     pub address: u64,
@@ -277,7 +279,7 @@ pub struct CondStats {
     pub sites: Vec<u64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct BarrierStats {
     pub pid: u32,
     pub address: u64,
@@ -286,7 +288,7 @@ pub struct BarrierStats {
     pub max_wait_ns: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct ThreadInfo {
     pub pid: u32,
     pub tid: u32,
@@ -297,7 +299,7 @@ pub struct ThreadInfo {
 }
 
 /// What could not be paired: a sign of dropped events or of a program misusing its locks.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Unmatched {
     /// Releases of a lock the thread was not seen to hold.
     pub releases: u64,
@@ -317,7 +319,7 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct LockReport {
     /// 1 when every acquisition was recorded, N for 1 in N uncontended ones.
     pub sample_every: u32,

@@ -32,7 +32,7 @@ pub struct RankInput {
 }
 
 /// A rank's clock against rank 0's, as measured.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct ClockFit {
     pub at_init_ns: Option<i64>,
     pub at_finalize_ns: Option<i64>,
@@ -56,7 +56,7 @@ pub struct ClockFit {
 }
 
 /// How a rank's clock was put on rank 0's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ClockSource {
     /// Rank 0 itself.
@@ -75,7 +75,7 @@ pub enum ClockSource {
 }
 
 /// One rank's summary (the thesis's per-process figures).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct RankSummary {
     pub rank: Rank,
     pub pid: u32,
@@ -101,7 +101,7 @@ pub struct RankSummary {
 }
 
 /// Count and durations of one function at one call site.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct CallStat {
     pub function: String,
     pub class: &'static str,
@@ -114,7 +114,7 @@ pub struct CallStat {
 }
 
 /// Calls the conversion kept out of the analysis, and why.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Conversion {
     /// Calls on intercommunicators (not resolved by the wrapper).
     pub intercomm_calls: u64,
@@ -132,7 +132,7 @@ pub struct Conversion {
 }
 
 /// Everything `contend report` shows for an MPI run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct MpiRun {
     /// From `MPI_COMM_WORLD`'s members as any rank recorded them.
     pub world_size: Option<u32>,
@@ -416,7 +416,7 @@ pub fn analyse(ranks: &[RankInput], thresholds: Thresholds) -> MpiRun {
 
 /// One column of the summary: a set of calls (or wait states) with their durations, the
 /// waiting they are (delay, suffered) and the waiting they caused in other ranks (late time).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct SummaryColumn {
     /// `p2p`, `collective`, or a pattern's slug (`late-sender`, ...).
     pub name: String,
@@ -445,7 +445,7 @@ pub struct SummaryColumn {
     pub most_late: Option<RankTotal>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct RankTotal {
     pub rank: Rank,
     pub ns: u64,

@@ -23,7 +23,7 @@ pub struct ThreadSamples {
 }
 
 /// One thread's totals.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct ThreadService {
     pub pid: u32,
     pub tid: u32,
@@ -45,7 +45,7 @@ pub struct ThreadService {
 }
 
 /// One sampling interval across all threads.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct IntervalLoad {
     /// End of the interval.
     pub ts: u64,
@@ -59,7 +59,7 @@ pub struct IntervalLoad {
 }
 
 /// The service-time view of a run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Service {
     pub threads: Vec<ThreadService>,
     /// Σ service over threads, ns (τ).

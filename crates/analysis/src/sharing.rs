@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use trace::sharing::{AccessKind, HistoryEntry, HotLine, PmuAccess, ProcessSharing};
 
 /// A field: a maximal byte range of a line covered by overlapping accesses.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Field {
     pub offset: u8,
     pub size: u8,
@@ -39,7 +39,7 @@ impl Field {
 }
 
 /// What kind of sharing makes a line's transfers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Class {
     /// Threads touch disjoint bytes: the transfers go away when the fields are on separate
@@ -65,7 +65,7 @@ impl Class {
 pub const MIXED_SHARE: f64 = 0.10;
 
 /// Transfers of a history replayed as recorded and with the fields moved apart.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Replay {
     /// History entries replayed (the window; the line may have had more accesses).
     pub entries: u64,
@@ -78,7 +78,7 @@ pub struct Replay {
 }
 
 /// What to separate, and what it would save.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct FixHint {
     /// Groups of fields (offset ranges) accessed by the same threads, to put on separate lines.
     pub groups: Vec<FieldGroup>,
@@ -91,7 +91,7 @@ pub struct FixHint {
     pub from_replay: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct FieldGroup {
     /// Byte ranges `[start, end)`.
     pub ranges: Vec<(u8, u8)>,
@@ -100,7 +100,7 @@ pub struct FieldGroup {
 
 /// One row of a line's distribution: accesses of one kind by one thread from one code address
 /// to one offset.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct OffsetRow {
     pub offset: u8,
     pub size: u8,
@@ -120,7 +120,7 @@ pub struct OffsetRow {
 }
 
 /// One hot line, analysed.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct LineReport {
     pub pid: u32,
     pub id: u32,
@@ -152,7 +152,7 @@ pub struct LineReport {
 }
 
 /// A process's lines, most transferred first.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct SharingReport {
     pub lines: Vec<LineReport>,
     /// Transfers on all lines, hot or not, summed over processes.
@@ -176,7 +176,7 @@ pub fn together_needed_ns(hot_after: u32) -> u64 {
 }
 
 /// What a run's sharing results allow to conclude.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Verdict {
     /// At least one line became hot.
@@ -191,7 +191,7 @@ pub enum Verdict {
 }
 
 /// The concurrency behind the verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct ConcurrencyCheck {
     /// Time at least two threads of a process were on a CPU at once, ns (with several
     /// multi-threaded processes, the least of them); `None` when not measured (no sampler

@@ -62,7 +62,7 @@ fn means(runs: &[RunFigures], picks: &[usize]) -> Means {
 }
 
 /// How the program's total work grows with its thread count, from C(m, 1 core)/C(1 thread).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, schemars::JsonSchema, Deserialize)]
 #[serde(rename_all = "kebab-case", tag = "kind")]
 pub enum WorkScaling {
     /// Each thread brings its own work (weak scaling): k = m.
@@ -182,7 +182,7 @@ fn split_figures(
 }
 
 /// Every figure of the split with its interval, against one baseline.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, schemars::JsonSchema, Deserialize)]
 pub struct Estimates {
     pub running_threads: Interval,
     /// W of the loss: the program's own threads waiting for a CPU (more runnable than the n
@@ -328,7 +328,7 @@ pub fn bootstrap_split(input: &SplitInput<'_>) -> Option<Bootstrapped> {
 }
 
 /// Which baseline the verdict uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Baseline {
     /// m threads time-sliced on one core: U = C(m, 1) (the thesis's).
@@ -436,7 +436,7 @@ pub fn choose_baseline(m: u32, n: u32, b: &Bootstrapped) -> (Baseline, String) {
 }
 
 /// What the verdict says caused the loss.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Cause {
     /// No measurable loss.
@@ -451,7 +451,7 @@ pub enum Cause {
 }
 
 /// The verdict on m threads on n cores, with its intervals (scale.json's `verdicts`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema, Deserialize)]
 pub struct Verdict {
     pub threads: u32,
     pub cores: u32,

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Min, median, mean, max and sample standard deviation of repeated measurements.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, schemars::JsonSchema, Deserialize)]
 pub struct Spread {
     pub n: usize,
     pub min: f64,
@@ -92,13 +92,16 @@ impl SplitMix64 {
 /// A point estimate with its 95 % percentile-bootstrap interval. A figure that is undefined
 /// (a share of a loss that is not positive, lock waits without --locks) is NaN, written `null`
 /// in JSON and read back as NaN.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, schemars::JsonSchema, Deserialize)]
 pub struct Interval {
     #[serde(deserialize_with = "null_as_nan")]
+    #[schemars(with = "Option<f64>")]
     pub estimate: f64,
     #[serde(deserialize_with = "null_as_nan")]
+    #[schemars(with = "Option<f64>")]
     pub low: f64,
     #[serde(deserialize_with = "null_as_nan")]
+    #[schemars(with = "Option<f64>")]
     pub high: f64,
 }
 

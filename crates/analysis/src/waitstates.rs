@@ -21,7 +21,7 @@ pub type CommId = u32;
 pub type RequestId = u64;
 
 /// What a completed receive request reported (`MPI_Status`), source as a world rank.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema, Deserialize)]
 pub struct RecvStatus {
     pub source: Rank,
     pub tag: Tag,
@@ -29,7 +29,7 @@ pub struct RecvStatus {
 }
 
 /// One MPI call. Ranks (peers, roots) are world ranks.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema, Deserialize)]
 pub enum Call {
     /// A blocking send; `synchronous` for `MPI_Ssend` (it completes only once the receive has
     /// started).
@@ -109,7 +109,7 @@ pub enum Call {
 }
 
 /// One MPI call by one rank, times in ns on the common clock, `site` the call-site address.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema, Deserialize)]
 pub struct MpiEvent {
     pub rank: Rank,
     pub enter_ns: u64,
@@ -120,7 +120,9 @@ pub struct MpiEvent {
 
 /// The thesis's MPITool.conf filters (§3.2.2.3): a wait state counts only if its waiting time is
 /// at least the threshold for its kind. Waits of 0 never count.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, schemars::JsonSchema, Deserialize,
+)]
 pub struct Thresholds {
     /// Minimum waiting for point-to-point patterns (Late Sender, Wrong Order, Late Receiver).
     pub p2p_min_ns: u64,
@@ -134,7 +136,19 @@ pub struct Thresholds {
 
 /// Scalasca's wait-state patterns. Each instance belongs to exactly one: Scalasca's inclusive
 /// "Late Sender" is `LateSender` + `LateSenderWrongOrder`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    schemars::JsonSchema,
+    Deserialize,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Pattern {
     LateSender,
@@ -206,7 +220,7 @@ impl Pattern {
 }
 
 /// One wait state found.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Instance {
     pub pattern: Pattern,
     /// The rank that waited.
@@ -226,7 +240,7 @@ pub struct Instance {
 }
 
 /// Count, total and maximum of one pattern's instances.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct PatternTotal {
     pub pattern: Pattern,
     pub count: u64,
@@ -235,7 +249,7 @@ pub struct PatternTotal {
 }
 
 /// One rank's share of one pattern: waiting suffered and waiting caused in others.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct RankPattern {
     pub pattern: Pattern,
     pub suffered_ns: u64,
@@ -244,7 +258,7 @@ pub struct RankPattern {
 
 /// Per rank: the thesis's "delay time" (`suffered_ns`, time this rank was idle waiting for
 /// others) and "late time" (`caused_ns`, time others waited because this rank was late).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct RankWaits {
     pub rank: Rank,
     pub suffered_ns: u64,
@@ -253,7 +267,7 @@ pub struct RankWaits {
 }
 
 /// Per call site and pattern: the thesis's per-location tables 4.14/4.15.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct SiteWaits {
     pub site: Option<u64>,
     pub pattern: Pattern,
@@ -263,14 +277,14 @@ pub struct SiteWaits {
     pub max_ns: u64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub enum UnmatchedKind {
     Send,
     Receive,
 }
 
 /// A message with no counterpart in the traces: shown, never guessed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Unmatched {
     pub kind: UnmatchedKind,
     pub rank: Rank,
@@ -282,7 +296,7 @@ pub struct Unmatched {
 }
 
 /// What could not be used, and why. Nothing is dropped without being counted here.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, schemars::JsonSchema)]
 pub struct Counts {
     pub messages_matched: u64,
     pub unmatched_sends: u64,
@@ -311,7 +325,7 @@ pub struct Counts {
 }
 
 /// Everything found.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct WaitStates {
     pub thresholds: Thresholds,
     /// Instances at or above their threshold, by rank then start time.

@@ -10,7 +10,7 @@ use serde::Serialize;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
 
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize, schemars::JsonSchema)]
 pub struct AtomicOptions {
     /// Timed iterations per CPU per run.
     pub iterations: u64,
@@ -30,7 +30,7 @@ impl AtomicOptions {
 }
 
 /// One CPU's result in one run of one step.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct CpuSample {
     pub cpu: u32,
     pub elapsed_ns: u64,
@@ -62,7 +62,7 @@ pub const MAX_LOST_FRACTION: f64 = 0.05;
 pub const ATTEMPTS: u32 = 4;
 
 /// One operation at one step, over every repeat.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct StepResult {
     pub step: usize,
     pub op: Op,
@@ -94,7 +94,7 @@ impl StepResult {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct AtomicReport {
     pub pattern: Pattern,
     pub ops: Vec<Op>,

@@ -73,7 +73,7 @@ pub fn placement_text(cpus: Option<&[u32]>, allowed: &str) -> String {
 }
 
 /// One ring size at one array size.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Point {
     pub procs: u32,
     /// Round trips of the ring per repetition.
@@ -88,7 +88,7 @@ pub struct Point {
 }
 
 /// One array size: its overhead and its ring sizes.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct SizeResult {
     pub size_kib: u32,
     /// One process doing a pipe write and read and the summing with hot caches, µs per hop.
@@ -98,7 +98,7 @@ pub struct SizeResult {
     pub points: Vec<Point>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct CtxResult {
     /// `processes` or `threads`.
     pub mode: &'static str,

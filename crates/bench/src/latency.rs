@@ -10,7 +10,7 @@ use serde::Serialize;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mode {
     /// One line; each side compare-and-swaps it from the other side's value to its own.
@@ -31,7 +31,7 @@ impl std::str::FromStr for Mode {
     }
 }
 
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize, schemars::JsonSchema)]
 pub struct LatencyOptions {
     pub mode: Mode,
     /// Samples kept per pair.
@@ -55,7 +55,7 @@ impl Default for LatencyOptions {
 }
 
 /// One pair of CPUs.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct PairLatency {
     /// The CPU that times (ping).
     pub from: u32,
@@ -80,7 +80,7 @@ pub struct PairLatency {
 }
 
 /// A CPU's place, for grouping the matrix.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct CpuPlace {
     pub cpu: u32,
     pub node: Option<u32>,
@@ -88,7 +88,7 @@ pub struct CpuPlace {
     pub l3: Option<usize>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct LatencyReport {
     pub options: LatencyOptions,
     /// Ordered by node, then L3, then CPU number.

@@ -88,7 +88,7 @@ pub fn parts(n: usize, threads: usize) -> Vec<(usize, usize)> {
 }
 
 /// The four kernels, in STREAM's order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub enum Kernel {
     Copy,
     Scale,
@@ -269,7 +269,7 @@ pub struct StreamConfig {
     pub ntimes: u32,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct KernelResult {
     pub kernel: Kernel,
     /// Bytes per run as STREAM counts them.
@@ -281,7 +281,7 @@ pub struct KernelResult {
     pub max_s: f64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Validation {
     pub passed: bool,
     /// Mean absolute error per element of a, b and c relative to the expected value.
@@ -289,7 +289,7 @@ pub struct Validation {
     pub epsilon: f64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct StreamResult {
     pub elements: usize,
     pub array_bytes: u64,
@@ -477,7 +477,7 @@ pub struct GenerateConfig {
     pub elements_per_thread: usize,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct GenerateResult {
     pub cpus: Vec<u32>,
     pub target_gb_s: Option<f64>,

@@ -8,7 +8,7 @@ use serde::Serialize;
 use std::time::{Duration, Instant};
 use topology::{CpuSet, Topology};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Bench {
     Numa01,
@@ -42,7 +42,7 @@ impl Bench {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Policy {
     /// The kernel decides (automatic NUMA balancing if on).
@@ -78,7 +78,7 @@ impl Policy {
 }
 
 /// Where a memory region goes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(tag = "mode", content = "nodes", rename_all = "kebab-case")]
 pub enum Memory {
     /// No policy: first touch decides.
@@ -91,14 +91,14 @@ pub enum Memory {
 
 /// One thread: the CPUs it may run on (`None`: not bound) and, when it has its own slice of
 /// the process's memory, where that slice goes.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ThreadPlan {
     pub cpus: Option<CpuSet>,
     /// Its own slice's placement (`None`: the thread writes the whole shared buffer).
     pub slice: Option<Memory>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ProcessPlan {
     /// The benchmark this process belongs to (overcommit runs two).
     pub bench: Bench,
@@ -431,7 +431,7 @@ fn cpus_from_node(node: u32) -> Option<CpuSet> {
 }
 
 /// One sample of one process's resident memory on one node.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct MemorySample {
     /// Seconds since the benchmark started.
     pub t_s: f64,

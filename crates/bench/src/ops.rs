@@ -13,7 +13,7 @@ pub const BIT: u32 = 5;
 /// The byte the memsets write.
 pub const MEMSET_BYTE: u8 = 0xa5;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Op {
     Idle,

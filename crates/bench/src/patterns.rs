@@ -4,7 +4,7 @@
 use serde::Serialize;
 use topology::{CpuSet, Topology};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Pattern {
     /// One more CPU per step, node 0's CPUs first, then node 1's, ...
@@ -48,7 +48,7 @@ impl std::str::FromStr for Pattern {
 }
 
 /// A node's online CPUs, ascending: the positions of its part of a CPU map.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct NodeCpus {
     /// `None` for CPUs whose node the kernel does not say.
     pub node: Option<u32>,
@@ -63,7 +63,7 @@ impl NodeCpus {
 }
 
 /// The steps of a pattern on a machine.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Plan {
     pub pattern: Pattern,
     /// Every node with online CPUs (the map's columns), whether used or not.

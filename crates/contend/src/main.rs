@@ -138,6 +138,11 @@ enum Command {
     ///
     /// Example: `contend man | man -l -`, `contend man --out-dir /usr/share/man/man1`.
     Man(cmd::shell::ManArgs),
+    /// Print the JSON Schema of a --json output (`report`, `c2c report`, `bench atomic`, ...),
+    /// or list them.
+    ///
+    /// Example: `contend schema report`, `contend schema --out-dir schemas/`.
+    Schema(cmd::schema::Args),
 }
 
 fn main() -> ExitCode {
@@ -169,6 +174,7 @@ fn main() -> ExitCode {
         Command::Bench(a) => cmd::bench::run(a),
         Command::Completions(a) => cmd::shell::completions(a, Cli::command()),
         Command::Man(a) => cmd::shell::man(a, Cli::command()),
+        Command::Schema(a) => cmd::schema::run(a),
     };
     // The reader of stdout gone (`| head`) ends a command quietly, with 0 (output.rs says why).
     match result.and_then(|()| output::finish()) {

@@ -10,7 +10,7 @@
 
 pub mod activity;
 mod error;
-mod json;
+pub mod json;
 pub mod locks;
 pub mod mpi;
 pub mod names;
@@ -26,9 +26,8 @@ pub use open::{open, open_any};
 
 use std::path::PathBuf;
 
-/// The version of `contend report --json`'s layout: raised when a key changes meaning or goes
-/// away (new keys alone do not raise it).
-pub const SCHEMA_VERSION: u32 = 1;
+/// The version of the `--json` outputs' layout (`contend report --json` among them).
+pub use report::json::{Versioned, SCHEMA_VERSION};
 
 /// What one cross-thread cache-line transfer is taken to cost, unless told (ns).
 pub const DEFAULT_TRANSFER_NS: f64 = 100.0;
@@ -69,7 +68,7 @@ impl Default for Options {
 
 /// Something worth saying about a run that does not stop it being explained (a stream cut
 /// short, a module without symbols); the command prints it as `contend: note: ...`.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct Notice(pub String);
 
 impl std::fmt::Display for Notice {
@@ -129,17 +128,18 @@ impl Explained {
     }
 }
 
-impl serde::Serialize for Explained {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+impl Explained {
+    /// The typed JSON form `contend report --json` prints.
+    pub fn json(&self) -> json::ExplainedJson<'_> {
         match self {
-            Explained::Run(r) => r.serialize(s),
-            Explained::Scale(m) => json::Versioned::new(m.as_ref()).serialize(s),
+            Explained::Run(r) => json::ExplainedJson::Run(Box::new(json::RunJson::of(r))),
+            Explained::Scale(m) => json::ExplainedJson::Scale(m.as_ref()),
         }
     }
 }
 
-/// `value` as JSON with `schema_version` at its top level (`contend c2c report --json`'s form of
-/// a [`sharing::Sharing`], say).
-pub fn to_json<T: serde::Serialize>(value: &T) -> Result<serde_json::Value, serde_json::Error> {
-    json::with_schema_version(value)
+impl serde::Serialize for Explained {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.json().serialize(s)
+    }
 }

@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 /// A resolved call site: its name as the text report shows it, and its parts.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct CallSite {
     /// `update_shared_counter (planted_hold.c:117)`, or symbol+offset / module+offset where
     /// there is no line.

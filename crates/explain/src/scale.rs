@@ -40,7 +40,7 @@ pub fn load(dir: &Path) -> Result<ScaleResult, Error> {
 }
 
 /// One run of one configuration.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema, serde::Deserialize)]
 pub struct RunResult {
     pub threads: u32,
     pub cores: u32,
@@ -92,7 +92,7 @@ pub struct RunResult {
 }
 
 /// One configuration over its repeats.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema, serde::Deserialize)]
 pub struct ConfigurationResult {
     pub threads: u32,
     pub cores: u32,
@@ -112,7 +112,7 @@ pub struct ConfigurationResult {
 }
 
 /// A thread count's model (or why there is none).
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema, serde::Deserialize)]
 pub struct ThreadCountModel {
     pub threads: u32,
     /// Against the one-core baseline, for each other core count.
@@ -128,7 +128,7 @@ pub struct ThreadCountModel {
 }
 
 /// scale.json.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema, serde::Deserialize)]
 pub struct ScaleResult {
     /// The reports' layout version (crate::SCHEMA_VERSION): rounds, verdicts, the one-thread
     /// baseline and user/system time were added to it, so files without them still read.

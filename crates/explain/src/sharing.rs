@@ -20,36 +20,6 @@ pub struct Sharing {
     pub naming: Naming,
 }
 
-impl Sharing {
-    /// The JSON form: the analysis, each process, and each line's and row's names beside
-    /// their numbers.
-    fn to_json(&self) -> Result<serde_json::Value, serde_json::Error> {
-        let mut v = serde_json::to_value(&self.report)?;
-        v["processes"] = serde_json::to_value(&self.processes)?;
-        // Each line's name and each row's code, next to the numbers (the JSON stands alone).
-        if let Some(lines) = v["lines"].as_array_mut() {
-            for (entry, l) in lines.iter_mut().zip(&self.report.lines) {
-                entry["belongs_to"] = self
-                    .naming
-                    .lines
-                    .get(&line_key(l.pid, l.id))
-                    .cloned()
-                    .unwrap_or_default()
-                    .into();
-                if let Some(rows) = entry["rows"].as_array_mut() {
-                    for (row, r) in rows.iter_mut().zip(&l.rows) {
-                        if let Some(c) = self.naming.code.get(&code_key(l.pid, r.pc)) {
-                            row["symbol"] = c.symbol.clone().into();
-                            row["source"] = c.source.clone().into();
-                        }
-                    }
-                }
-            }
-        }
-        Ok(v)
-    }
-}
-
 /// Reads and analyses `run`'s sharing results; `None` when it has none.
 pub fn load(
     run: &Path,
@@ -329,11 +299,11 @@ fn line_name(sym: &mut symbolize::Symbolizer, line: &HotLine, line_size: u32) ->
     }
 }
 
+/// The JSON form: the analysis, each process, and each line's and row's names beside their
+/// numbers (`json::SharingJson`).
 impl serde::Serialize for Sharing {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.to_json()
-            .map_err(serde::ser::Error::custom)?
-            .serialize(s)
+        crate::json::SharingJson::of(self).serialize(s)
     }
 }
 

@@ -97,7 +97,10 @@ fn a_sharing_run_has_its_lines_named() {
     let sharing = run.sharing.as_ref().expect("sharing results");
     assert!(!sharing.report.lines.is_empty());
     assert_eq!(sharing.naming.lines.len(), sharing.report.lines.len());
-    let json = explain::to_json(sharing).unwrap();
+    let json = serde_json::to_value(explain::Versioned::new(&explain::json::SharingJson::of(
+        sharing,
+    )))
+    .unwrap();
     assert_eq!(json["schema_version"], explain::SCHEMA_VERSION);
     assert!(json["lines"][0]["belongs_to"].is_string());
     assert_eq!(sharing.strips(1).len(), 1);

@@ -73,12 +73,12 @@ pub enum Lookup {
     Changed(String),
 }
 
-#[derive(Debug, Default, Serialize, Deserialize)]
+#[derive(Debug, Default, Serialize, schemars::JsonSchema, Deserialize)]
 struct Manifest {
     files: BTreeMap<String, Entry>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema, Deserialize)]
 struct Entry {
     /// Lower-case hex.
     sha256: String,

@@ -54,7 +54,7 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::Path;
 
 /// A quantity `contend record` can count for a program.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Counter {
     Cycles,
@@ -125,7 +125,7 @@ pub const HARDWARE: &[Counter] = &[
 pub const FALLBACK: &[Counter] = &[Counter::TaskClock, Counter::ContextSwitches];
 
 /// One counter after the program ran.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, schemars::JsonSchema)]
 pub struct Reading {
     pub counter: Counter,
     /// The event in perf's syntax, e.g. `cycles`, `cpu/event=0xa3,umask=0x14,cmask=20/`; a `:u`
@@ -188,7 +188,7 @@ pub fn scale(raw: u64, enabled_ns: u64, running_ns: u64) -> Option<u64> {
 }
 
 /// A concrete perf event: `type` and `config` of `perf_event_attr`, and its name in perf syntax.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct Event {
     pub name: String,
     pub type_: u32,
@@ -229,7 +229,7 @@ impl Event {
 }
 
 /// The memory-stall event a CPU offers, with what it counts and where the encoding comes from.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct StallEvent {
     pub event: Event,
     /// What the event counts, in one line.

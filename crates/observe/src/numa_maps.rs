@@ -62,7 +62,9 @@ pub struct NumaMapping {
 }
 
 /// What a mapping holds; see the module documentation for the rule.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum MemoryKind {
     Heap,
@@ -260,7 +262,7 @@ fn is_anonymous_pseudo_file(path: &str) -> bool {
 }
 
 /// Resident KiB by kind; `hugetlb_kib` is included in the kinds, `total_kib` is their sum.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct MemoryTotals {
     pub heap_kib: u64,
     pub stack_kib: u64,
@@ -300,7 +302,7 @@ impl MemoryTotals {
 }
 
 /// One node's column of the summary.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct NodeMemory {
     pub node: u32,
     #[serde(flatten)]
@@ -308,7 +310,7 @@ pub struct NodeMemory {
 }
 
 /// A process's resident memory per node and kind: what `numastat -p PID` shows.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct NumaMemory {
     /// Nodes that hold at least one page of the process, ascending.
     pub nodes: Vec<NodeMemory>,

@@ -41,7 +41,7 @@ pub fn page_size_kib() -> u64 {
 }
 
 /// One thread at one moment.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct ThreadSample {
     pub tid: u32,
     /// The thread's name (`comm`, as `pthread_setname_np` or `prctl(PR_SET_NAME)` set it).
@@ -81,7 +81,7 @@ impl ThreadSample {
 }
 
 /// Facts about the process as a whole.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct ProcessInfo {
     pub pid: u32,
     /// The main thread's name.

@@ -92,8 +92,23 @@ impl Serialize for ThreadState {
     }
 }
 
+/// The letter's schema: what `Serialize` writes.
+impl schemars::JsonSchema for ThreadState {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ThreadState".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "the state letter of /proc/PID/stat, as ps shows it",
+            "minLength": 1,
+            "maxLength": 1
+        })
+    }
+}
+
 /// The fields of `stat` that contend uses.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct TaskStat {
     /// Field 1: the task id (the PID for `/proc/PID/stat`).
     pub id: u32,
@@ -180,7 +195,7 @@ pub fn parse_stat(text: &str) -> Result<TaskStat, ParseError> {
 }
 
 /// Run-queue statistics from `schedstat`: `on-CPU-ns run-queue-wait-ns timeslices`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct SchedStat {
     /// Time spent running on a CPU, in ns.
     pub on_cpu_ns: u64,
@@ -214,7 +229,7 @@ pub fn parse_schedstat(text: &str) -> Result<Option<SchedStat>, ParseError> {
 }
 
 /// The lines of `status` that contend uses; each is `None` when the kernel did not print it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct TaskStatus {
     /// `Tgid`: the process the task belongs to.
     pub tgid: Option<u32>,

@@ -8,14 +8,14 @@ use serde::Serialize;
 use std::fmt::Write;
 
 /// Listing 3.4's A for one core count.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize, schemars::JsonSchema)]
 pub struct ModelledActive {
     pub cores: u32,
     pub active_threads: f64,
 }
 
 /// What the activity section shows, for text and JSON alike.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ActivityView {
     /// Wall time of the program (or of the attached recording), ns: T.
     pub elapsed_ns: u64,

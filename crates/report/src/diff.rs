@@ -21,7 +21,7 @@
 //! `errno`), and the numbers in lists of ids (`threads: [11, 12]`, `sites: [...]`).
 
 use crate::table::{new_table, printable};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::collections::HashMap;
 use std::fmt::Write;
 
@@ -736,36 +736,91 @@ pub fn render_csv(d: &Diff) -> String {
     out
 }
 
-/// JSON: values as the inputs have them, and each later input's change against the first
-/// (`status`: `ok`, `new` from 0, or `missing`; `delta` in the metric's unit).
-pub fn to_json(d: &Diff) -> Value {
-    let metrics: Vec<Value> = d
+/// What `contend diff --json` prints: values as the inputs have them, and each later input's
+/// change against the first.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct DiffJson<'a> {
+    /// The first input, which the others are compared with.
+    pub baseline: &'a str,
+    pub inputs: &'a [String],
+    pub metrics: Vec<MetricJson<'a>>,
+}
+
+/// One metric across the inputs.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct MetricJson<'a> {
+    /// Its path in the inputs (`locks.summary.wait_ns`, `locks.locks[name=hot_lock].wait_ns`).
+    pub metric: &'a str,
+    /// The unit its key names (`ns`, `%`, `count`, ...).
+    pub unit: &'static str,
+    /// One per input; null where the input lacks the metric or has null.
+    pub values: &'a [Option<f64>],
+    /// One per input after the first.
+    pub changes: Vec<ChangeJson<'a>>,
+}
+
+/// A later input's change against the first.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct ChangeJson<'a> {
+    pub input: &'a str,
+    pub status: ChangeStatus,
+    /// In percent of the first value (`ok` only).
+    pub pct: Option<f64>,
+    /// In the metric's unit (both values present).
+    pub delta: Option<f64>,
+}
+
+/// How a later value stands against the first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ChangeStatus {
+    /// Both present: `pct` is the change.
+    Ok,
+    /// From 0 (no percentage).
+    New,
+    /// One side lacks it.
+    Missing,
+}
+
+/// The JSON form of `d` (`contend diff --json`, inside `schema_version`).
+pub fn to_json(d: &Diff) -> DiffJson<'_> {
+    let finite = |x: f64| x.is_finite().then(|| tidy(x));
+    let metrics = d
         .rows
         .iter()
         .map(|r| {
-            let changes: Vec<Value> = (1..d.inputs.len())
+            let changes = (1..d.inputs.len())
                 .map(|i| {
                     let (status, pct) = match r.change(i) {
-                        Change::Pct(p) => ("ok", Some(tidy(p))),
-                        Change::New => ("new", None),
-                        Change::Missing => ("missing", None),
+                        Change::Pct(p) => (ChangeStatus::Ok, finite(p)),
+                        Change::New => (ChangeStatus::New, None),
+                        Change::Missing => (ChangeStatus::Missing, None),
                     };
                     let delta = match (r.values[0], r.values[i]) {
-                        (Some(a), Some(b)) => Some(tidy(b - a)),
+                        (Some(a), Some(b)) => finite(b - a),
                         _ => None,
                     };
-                    json!({ "input": d.inputs[i], "status": status, "pct": pct, "delta": delta })
+                    ChangeJson {
+                        input: &d.inputs[i],
+                        status,
+                        pct,
+                        delta,
+                    }
                 })
                 .collect();
-            json!({
-                "metric": r.metric,
-                "unit": r.unit.source_name(),
-                "values": r.values,
-                "changes": changes,
-            })
+            MetricJson {
+                metric: &r.metric,
+                unit: r.unit.source_name(),
+                values: &r.values,
+                changes,
+            }
         })
         .collect();
-    json!({ "baseline": d.inputs[0], "inputs": d.inputs, "metrics": metrics })
+    DiffJson {
+        baseline: &d.inputs[0],
+        inputs: &d.inputs,
+        metrics,
+    }
 }
 
 /// Which way a bound is crossed.
@@ -958,6 +1013,7 @@ impl Finding {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn leaves(v: &Value) -> Vec<(String, Option<f64>)> {
         flatten(v).into_iter().map(|l| (l.path, l.value)).collect()
@@ -1298,7 +1354,10 @@ mod tests {
             parse_csv(&render_csv(&d))[1],
             ["t_s", "s", "1", "1.2", "20"]
         );
-        assert_eq!(to_json(&d)["metrics"][0]["changes"][0]["delta"], 0.2);
+        assert_eq!(
+            serde_json::to_value(to_json(&d)).unwrap()["metrics"][0]["changes"][0]["delta"],
+            0.2
+        );
     }
 
     #[test]
@@ -1352,7 +1411,7 @@ mod tests {
 
     #[test]
     fn json_has_values_and_changes() {
-        let v = to_json(&three());
+        let v = serde_json::to_value(to_json(&three())).unwrap();
         assert_eq!(v["baseline"], "base.json");
         let m = &v["metrics"][2];
         assert_eq!(m["metric"], "wait_ns");

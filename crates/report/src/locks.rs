@@ -23,7 +23,7 @@ pub struct Naming {
 }
 
 /// The heap block a lock lives in, for people and for JSON.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct Allocation {
     /// The allocation's call site address, and its name.
     pub site: Option<u64>,
@@ -386,7 +386,7 @@ pub struct RenderOptions {
 }
 
 /// Where the probe measured, from meta.json: a zero it measured is not a zero it never saw.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct Coverage {
     /// The processes the probe was loaded in (absent: a run recorded before contend counted
     /// them).

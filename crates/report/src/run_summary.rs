@@ -9,7 +9,7 @@ use std::fmt::Write;
 use trace::meta::{Meta, Unavailable};
 use trace::Stream;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct RunSummary {
     pub run: String,
     pub command: Vec<String>,
@@ -36,7 +36,7 @@ pub struct RunSummary {
 }
 
 /// The clock the streams' timestamps count.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ClockSummary {
     pub source: trace::ClockSource,
     /// Ticks per second.
@@ -45,7 +45,7 @@ pub struct ClockSummary {
     pub calibration_points: usize,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct StreamSummary {
     pub file: String,
     pub kind: trace::StreamKind,

@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 use trace::sharing::{AccessKind, PmuAccess, PmuSummary};
 
 /// What the caller resolved for the report: names of lines and code.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
 pub struct Naming {
     /// Per (pid, line id): what the line belongs to (`stats+0x0 (global)`, `malloc'd at main
     /// (accumulators.c:41), +0x40`, `[stack]`).
@@ -25,7 +25,7 @@ pub struct Naming {
     pub node_of_cpu: BTreeMap<u32, u32>,
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
 pub struct CodeName {
     pub symbol: String,
     pub source: Option<String>,
@@ -40,7 +40,7 @@ pub fn code_key(pid: u32, pc: u64) -> String {
 }
 
 /// Per-process facts shown above the tables.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ProcessLine {
     pub pid: u32,
     pub program: String,

@@ -7,7 +7,7 @@ use std::fmt::Write;
 use topology::{CpuSet, Summary, Topology};
 
 /// What `contend topo --json` prints: the counts, then every fact.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 pub struct TopoJson<'a> {
     pub summary: Summary,
     #[serde(flatten)]
@@ -15,10 +15,25 @@ pub struct TopoJson<'a> {
 }
 
 pub fn to_json(t: &Topology) -> serde_json::Result<String> {
-    serde_json::to_string_pretty(&TopoJson {
+    serde_json::to_string_pretty(&crate::json::Versioned::new(&TopoJson {
         summary: t.summary(),
         topology: t,
-    })
+    }))
+}
+
+/// What `contend topo --order ORDER --json` prints: the CPUs in the order they are filled.
+#[derive(Serialize, schemars::JsonSchema)]
+pub struct FillOrderJson {
+    pub order: topology::FillOrder,
+    pub cpus: Vec<u32>,
+}
+
+/// `contend topo --order ORDER --json`, on one line.
+pub fn fill_order_json(t: &Topology, order: topology::FillOrder) -> serde_json::Result<String> {
+    serde_json::to_string(&crate::json::Versioned::new(&FillOrderJson {
+        order,
+        cpus: t.fill_order(order),
+    }))
 }
 
 /// Tree levels, outermost first; equal CPU sets nest in this order.

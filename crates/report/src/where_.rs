@@ -12,7 +12,7 @@ use std::time::SystemTime;
 use topology::Topology;
 
 /// Every fact `contend where` shows, as `--json` prints it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct WhereView {
     pub pid: u32,
     pub comm: String,
@@ -37,7 +37,7 @@ pub struct WhereView {
 }
 
 /// One thread, joined with its node.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ThreadView {
     pub tid: u32,
     pub name: String,
@@ -59,7 +59,7 @@ pub struct ThreadView {
     pub cpus_allowed: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct NodeThreads {
     pub node: Option<u32>,
     pub threads: usize,
@@ -179,12 +179,12 @@ fn count_per_node(threads: &[ThreadView], cpu_nodes: &[u32]) -> Vec<NodeThreads>
 
 /// `--json` without `--watch`: one pretty object.
 pub fn to_json(v: &WhereView) -> serde_json::Result<String> {
-    serde_json::to_string_pretty(v)
+    serde_json::to_string_pretty(&crate::json::Versioned::new(v))
 }
 
-/// `--json --watch`: one object per line (JSON Lines).
+/// `--json --watch`: one object per line (JSON Lines), each as `to_json`'s.
 pub fn to_json_line(v: &WhereView) -> serde_json::Result<String> {
-    serde_json::to_string(v)
+    serde_json::to_string(&crate::json::Versioned::new(v))
 }
 
 fn ms(ns: Option<u64>) -> String {

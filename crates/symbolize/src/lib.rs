@@ -48,7 +48,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// How precisely a [`Frame`] could be resolved.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, schemars::JsonSchema)]
 pub enum Precision {
     /// Function and source location from DWARF.
     Line,
@@ -61,7 +61,7 @@ pub enum Precision {
 }
 
 /// A function that inlined the code of the previous one, with the location of that call.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct InlinedCaller {
     pub function: Option<String>,
     pub file: Option<String>,
@@ -70,7 +70,7 @@ pub struct InlinedCaller {
 }
 
 /// A resolved code address.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Frame {
     /// The address as given (for a call site, the return address).
     pub address: u64,
@@ -179,7 +179,7 @@ impl fmt::Display for Frame {
 }
 
 /// The global or static object containing a data address.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct DataSymbol {
     /// Demangled symbol name (`hot_lock`, `ns::queue`; gcc names function-local statics
     /// `name.N`).
@@ -203,7 +203,7 @@ impl fmt::Display for DataSymbol {
 }
 
 /// What a [`Note`] is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, schemars::JsonSchema)]
 pub enum NoteKind {
     /// The file could not be read (missing, not a regular file, no permission).
     Unreadable,
@@ -225,7 +225,7 @@ pub enum NoteKind {
 }
 
 /// Something about one module that limits what could be resolved, reported once.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Note {
     pub module: PathBuf,
     pub kind: NoteKind,
@@ -240,7 +240,7 @@ impl fmt::Display for Note {
 
 /// What identifies the exact file that was mapped, recorded at run time so that analysis can
 /// tell whether the file now on disk is the same one.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, schemars::JsonSchema, Deserialize)]
 pub struct ModuleIdentity {
     /// GNU build-id, lower-case hex.
     pub build_id: Option<String>,

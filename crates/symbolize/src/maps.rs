@@ -17,7 +17,7 @@ pub struct MapsError {
 }
 
 /// Access permissions of a mapping (`r-xp`, `rw-s`, ...).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, schemars::JsonSchema)]
 pub struct Perms {
     pub read: bool,
     pub write: bool,
@@ -41,7 +41,7 @@ impl fmt::Display for Perms {
 }
 
 /// What backs a mapping.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, schemars::JsonSchema)]
 pub enum Backing {
     /// No pathname: anonymous memory (including the part of a module's `.bss` that
     /// lies past the end of its file, and JIT code).
@@ -56,7 +56,7 @@ pub enum Backing {
 }
 
 /// One line of a maps file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct MapEntry {
     /// First address of the mapping.
     pub start: u64,
@@ -155,7 +155,7 @@ impl<'a> ModuleAddr<'a> {
 /// snapshot wins where its mappings overlap earlier ones; mappings of earlier snapshots that
 /// no later one overlaps are kept (a library unloaded with `dlclose` can still name addresses
 /// recorded while it was loaded).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Maps {
     entries: Vec<MapEntry>,
 }

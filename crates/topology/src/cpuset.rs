@@ -223,6 +223,21 @@ impl Serialize for CpuSet {
     }
 }
 
+/// The list string's schema: what `Serialize` writes.
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for CpuSet {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "CpuSet".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "CPU list as taskset and numactl take it (\"0-3,8\"; \"\" is the empty set)",
+            "pattern": "^([0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*)?$"
+        })
+    }
+}
+
 /// Read back from the list string (`""` is the empty set).
 impl<'de> Deserialize<'de> for CpuSet {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<CpuSet, D::Error> {

@@ -38,6 +38,7 @@ pub enum TopologyError {
 }
 
 /// Where the facts came from.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Source {
@@ -49,6 +50,7 @@ pub enum Source {
     Synthetic { spec: String },
 }
 
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Machine {
     /// `model name` (x86), `cpu` (POWER) or the core names (Arm) from /proc/cpuinfo.
@@ -57,6 +59,7 @@ pub struct Machine {
     pub arch: Option<String>,
 }
 
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Package {
     /// `physical_package_id`; `None` where the kernel does not expose it (-1) and packages were
@@ -65,6 +68,7 @@ pub struct Package {
     pub cpus: CpuSet,
 }
 
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Die {
     /// Index into [`Topology::packages`].
@@ -75,12 +79,14 @@ pub struct Die {
 
 /// A group of cores sharing something below the package (an L2 on Intel E-cores, a cluster on
 /// Arm); from `cluster_cpus`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Cluster {
     pub os_id: Option<i64>,
     pub cpus: CpuSet,
 }
 
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Core {
     /// Index into [`Topology::packages`].
@@ -93,6 +99,7 @@ pub struct Core {
     pub kind: Option<usize>,
 }
 
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
 pub struct Pu {
     /// The OS CPU number.
@@ -105,6 +112,7 @@ pub struct Pu {
     pub node: Option<u32>,
 }
 
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[serde(rename_all = "snake_case")]
 pub enum CacheKind {
@@ -123,6 +131,7 @@ impl CacheKind {
     }
 }
 
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Cache {
     pub level: u8,
@@ -141,6 +150,7 @@ impl Cache {
     }
 }
 
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Node {
     pub id: u32,
@@ -160,6 +170,7 @@ impl Node {
 }
 
 /// A kind of core on a hybrid machine (P/E cores, big/little).
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct CoreKind {
     pub name: String,
@@ -169,6 +180,7 @@ pub struct CoreKind {
 }
 
 /// Orders in which CPUs are handed out to threads.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FillOrder {
@@ -199,6 +211,7 @@ impl std::str::FromStr for FillOrder {
 
 // Fields other than `source` and `online` default when absent, so that a topology recorded
 // by an older contend (meta.json) still reads.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Topology {
     pub source: Source,
@@ -245,6 +258,7 @@ pub struct Topology {
 
 /// A topology with its counts: what `contend topo --json` prints and what meta.json keeps
 /// under `topology` (the counts first, then every fact at the same level).
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Described {
     pub summary: Summary,
@@ -262,6 +276,7 @@ impl Described {
 }
 
 /// Counts, for headers and `--json`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Summary {
     pub packages: usize,

@@ -39,6 +39,7 @@ pub const OBJECT_ENTRY_LEN: usize = 16;
 pub const NO_OBJECT: u32 = u32::MAX;
 
 /// What a stream describes.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[repr(u16)]
@@ -75,6 +76,7 @@ impl StreamKind {
 }
 
 /// What the timestamps count.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[repr(u16)]
@@ -456,6 +458,7 @@ impl EventKind {
 }
 
 /// What an object-table entry is.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 #[repr(u8)]

@@ -16,6 +16,7 @@ pub const STREAMS_DIR: &str = "streams";
 pub const STREAM_EXT: &str = "cst";
 
 /// Which recorder wrote a stream, and so what its records mean and which clock they count.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum StreamRole {
@@ -90,6 +91,7 @@ pub const MPI_REFUSED_PREFIX: &str = "mpi-refused-";
 
 /// What a run recorded: meta.json's `captured` tags. Written as the same strings as ever; a tag
 /// this contend does not know is kept as it is, so newer runs still read.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(from = "String", into = "String")]
 pub enum Captured {

@@ -10,6 +10,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// readers read newer files of the same major version.
 pub const SCHEMA_VERSION: u32 = 1;
 
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Meta {
     pub schema_version: u32,
@@ -84,6 +85,7 @@ pub struct Meta {
 }
 
 /// A generator run beside the program for the whole run, on other CPUs.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Interference {
     /// `contend` arguments that ran it (`bench mem generate ...`).
@@ -102,6 +104,7 @@ pub struct Interference {
 }
 
 /// One process's results as meta.json lists them.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SharingFile {
     /// `sharing/PID.json`, relative to the run directory.
@@ -125,6 +128,7 @@ pub struct SharingFile {
 }
 
 /// What `c2c record` adds to meta.json, under `sharing`.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SharingMeta {
     /// `instrumentation` (`contend cc`); `pmu` later.
@@ -139,6 +143,7 @@ pub struct SharingMeta {
 }
 
 /// How threads were sampled.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct Sampling {
     /// The interval asked for, ns.
@@ -167,6 +172,7 @@ pub struct Sampling {
 }
 
 /// What the sched-tracepoint reader saw while recording.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct SchedTrace {
     /// State changes written into the target's thread streams.
@@ -190,6 +196,7 @@ pub struct SchedTrace {
 }
 
 /// The program's work, for the scaling model's C(n).
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct Work {
     /// User plus system CPU time of the program and its reaped children, ns (`wait4`).
@@ -206,6 +213,7 @@ pub struct Work {
 }
 
 /// One counter's total over the run.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct CounterTotal {
     /// `cycles`, `instructions`, `llc-references`, `llc-misses`, `memory-stalls`, `task-clock`, ...
@@ -218,6 +226,7 @@ pub struct CounterTotal {
     pub running_ns: u64,
 }
 
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Tool {
     pub name: String,
@@ -225,6 +234,7 @@ pub struct Tool {
 }
 
 /// A wall-clock instant, stored both ways: nanoseconds for arithmetic, RFC 3339 for people.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Timestamp {
     pub unix_ns: u64,
@@ -248,6 +258,7 @@ impl Timestamp {
     }
 }
 
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Host {
     pub hostname: String,
@@ -274,6 +285,7 @@ impl Host {
 }
 
 /// The clock the streams' timestamps count.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Clock {
     /// `monotonic`, `tsc` or `realtime` (as in the stream headers).
@@ -286,6 +298,7 @@ pub struct Clock {
     pub calibration: Vec<ClockPoint>,
 }
 
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
 pub struct ClockPoint {
     pub ticks: u64,
@@ -294,6 +307,7 @@ pub struct ClockPoint {
 
 /// Something that could not be measured, and why, in words a user can act on: what the
 /// observers report and meta.json keeps (never a zero in its place).
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Unavailable {
     pub what: String,
@@ -330,6 +344,7 @@ impl<'m> StreamIndex<'m> {
     }
 }
 
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct StreamEntry {
     /// Path relative to the run directory, e.g. `streams/t1234.cst`.

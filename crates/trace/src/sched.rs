@@ -152,6 +152,7 @@ impl RunnableSample {
 }
 
 /// A thread's scheduler state, from the sched tracepoints.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum State {

@@ -20,6 +20,7 @@ pub const HISTORY_MAGIC: [u8; 8] = *b"CSHIST01";
 pub const MAX_LINE_SIZE: u32 = 128;
 
 /// One process's sharing results.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProcessSharing {
     pub version: u32,
@@ -53,6 +54,7 @@ pub struct ProcessSharing {
 }
 
 /// What the PMU back end read: raw sample counts, before any weighting.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PmuSummary {
     /// The perf.data file's events (e.g. `cpu/mem-loads,ldlat=30/P`, `cpu/mem-stores/P`).
@@ -78,6 +80,7 @@ pub struct PmuSummary {
 }
 
 /// An access statistic's raw PMU figures (samples, not weighted by period).
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PmuAccess {
     pub samples: u64,
@@ -96,6 +99,7 @@ fn exact() -> u32 {
 
 /// A thread the runtime met. Threads are numbered in order of their first instrumented access
 /// or creation, from 0 (the main thread).
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ThreadInfo {
     pub index: u16,
@@ -108,6 +112,7 @@ pub struct ThreadInfo {
 }
 
 /// Whole-process counts.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Totals {
     /// Instrumented accesses seen (every hook call that touches memory).
@@ -131,6 +136,7 @@ pub struct Totals {
 }
 
 /// Why a hot line's record ended.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum LineEnd {
@@ -141,6 +147,7 @@ pub enum LineEnd {
 }
 
 /// A line tracked in detail.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HotLine {
     /// Unique within the process.
@@ -164,6 +171,7 @@ pub struct HotLine {
 }
 
 /// A heap block.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Allocation {
     pub address: u64,
@@ -180,6 +188,7 @@ pub struct Allocation {
 }
 
 /// What an access did.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum AccessKind {
@@ -201,6 +210,7 @@ impl AccessKind {
 }
 
 /// Accesses of one kind by one thread from one code address to one place in a line.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AccessStat {
     pub offset: u8,
@@ -221,6 +231,7 @@ pub struct AccessStat {
 }
 
 /// Where a line's history window is in the `.hist` file.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HistoryRef {
     /// Index of the first entry (entries are 4 bytes after the 8-byte magic).

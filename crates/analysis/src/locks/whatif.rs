@@ -62,7 +62,7 @@ pub struct ThreadSchedule<I> {
 }
 
 /// How a prediction was made.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Method {
     /// The replay on the CPUs (processor sharing).
@@ -72,7 +72,7 @@ pub enum Method {
 }
 
 /// The replay of one run with one lock (or none) removed.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Replayed {
     /// When the last thread ends, ns after the run's start (`None`: stalled).
     pub end_ns: Option<u64>,
@@ -341,7 +341,7 @@ fn advance<I: Iterator<Item = Step>>(
 }
 
 /// The predicted run time for one lock, and what it rests on.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct WhatIf {
     pub lock: LockKey,
     /// The predicted run time without this lock's waits: the replay's, or the bound when
@@ -357,7 +357,7 @@ pub struct WhatIf {
 
 /// The what-if of a run: the CPUs, the model's own replay of the run as recorded (its error
 /// against the measured run time says how far to trust it), and each replayed lock.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct WhatIfs {
     pub method: &'static str,
     pub cpus: u32,

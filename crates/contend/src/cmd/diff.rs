@@ -188,7 +188,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Format::Csv => crate::output::out!("{}", report::diff::render_csv(&shown)),
         Format::Json => crate::output::outln!(
             "{}",
-            serde_json::to_string_pretty(&report::diff::to_json(&shown))?
+            serde_json::to_string_pretty(&report::json::Versioned::new(&report::diff::to_json(
+                &shown
+            )))?
         ),
     }
 

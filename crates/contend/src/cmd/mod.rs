@@ -8,6 +8,7 @@ pub mod diff;
 pub mod record;
 pub mod report;
 pub mod scale;
+pub mod schema;
 pub mod shell;
 pub mod topo;
 pub mod where_;

@@ -35,11 +35,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         crate::ui::note(note);
     }
     if let Some(order) = args.order {
-        let cpus = t.fill_order(order);
         if args.json {
-            crate::output::outln!("{}", serde_json::json!({ "order": order, "cpus": cpus }));
+            crate::output::outln!("{}", report::topo::fill_order_json(&t, order)?);
         } else {
-            crate::output::outln!("{}", topology::CpuSet::list_in_order(&cpus));
+            crate::output::outln!("{}", topology::CpuSet::list_in_order(&t.fill_order(order)));
         }
         return Ok(());
     }

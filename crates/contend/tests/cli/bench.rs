@@ -143,6 +143,7 @@ fn contended_ops_cost_more_on_two_cpus_and_uncontended_ones_do_not() {
         ]);
         assert!(out.status.success(), "{}", text(&out.stderr));
         let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+        crate::common::schema::conforms("bench-atomic", &json);
         assert_eq!(json["pattern"], "cpu-increase");
         let mut ratios = Vec::new();
         let mut ok = true;
@@ -358,6 +359,7 @@ fn latency_matrix_in_every_format() {
     let out = contend(&args);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    crate::common::schema::conforms("bench-latency", &json);
     let pairs = json["pairs"].as_array().unwrap();
     assert_eq!(pairs.len(), 1);
     let kept = pairs[0]["samples"].as_u64().unwrap();

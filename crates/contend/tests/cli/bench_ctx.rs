@@ -52,6 +52,7 @@ fn json_has_every_repetition_and_the_subtraction_adds_up() {
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    crate::common::schema::conforms("bench-ctx", &v);
     assert_eq!(v["mode"], "threads");
     assert_eq!(v["cpus"], serde_json::json!([0]));
     let size = &v["sizes"][0];

@@ -18,6 +18,7 @@ fn stream_validates_over_arrays_four_times_the_llc() {
         let out = contend(&args);
         assert!(out.status.success(), "{}", text(&out.stderr));
         let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        crate::common::schema::conforms("bench-mem-stream", &v);
         assert_eq!(v["validation"]["passed"], true, "{v}");
         assert_eq!(v["nt"], nt);
         let array = v["array_bytes"].as_u64().unwrap();
@@ -132,7 +133,9 @@ fn generate(args: &[&str]) -> Value {
     all.extend_from_slice(args);
     let out = contend(&all);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap()
+    let v = serde_json::from_slice(&out.stdout).unwrap();
+    crate::common::schema::conforms("bench-mem-generate", &v);
+    v
 }
 
 #[test]

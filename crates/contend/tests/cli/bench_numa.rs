@@ -72,6 +72,7 @@ fn json_has_each_cell_s_plan() {
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    crate::common::schema::conforms("bench-numa", &v);
     let cells = v["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 4);
     let online = std::thread::available_parallelism().unwrap().get();

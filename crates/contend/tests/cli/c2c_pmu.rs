@@ -19,7 +19,9 @@ fn report_json(run: &Path) -> Value {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap()
+    let v = serde_json::from_slice(&out.stdout).unwrap();
+    crate::common::schema::conforms("c2c-report", &v);
+    v
 }
 
 fn line(v: &Value, address: u64) -> &Value {

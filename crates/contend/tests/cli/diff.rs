@@ -125,6 +125,7 @@ fn json_csv_markdown_and_latex_outputs() {
     let out = contend(&["diff", &a, &b, "--json"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    crate::common::schema::conforms("diff", &v);
     assert_eq!(v["baseline"], a.as_str());
     let m = v["metrics"]
         .as_array()

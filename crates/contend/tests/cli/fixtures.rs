@@ -182,6 +182,7 @@ fn golden(name: &str, args: &[&str], golden: &str) {
     let json = run(true);
     let json_again = run(true);
     let value = parse_json(&json, &format!("{shown} --json"));
+    crate::common::schema::conforms(&args.join("-"), &value);
     if let Some(d) = json_difference("", &value, &parse_json(&json_again, "the second run")) {
         panic!("{shown} --json printed something else the second time (not deterministic): {d}");
     }

@@ -160,6 +160,7 @@ fn no_node_directory_is_one_node_holding_every_cpu_and_the_memory() {
     let out = contend(&["topo", "--sysfs", root.to_str().unwrap(), "--json"]);
     assert!(out.status.success(), "{}", show(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    crate::common::schema::conforms("topo", &v);
     assert_eq!(v["summary"]["nodes"], 1);
     assert_eq!(v["nodes"][0]["cpus"], "0-3");
     assert!(v["nodes"][0]["mem_total_kib"].is_null(), "{v}");

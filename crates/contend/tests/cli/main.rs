@@ -34,6 +34,7 @@ mod mpi_failures;
 mod report;
 mod scale;
 mod scale_truth;
+mod schema;
 mod sharing;
 mod shell;
 mod terminal;

@@ -41,7 +41,9 @@ fn record(mpi: &Mpi, exe: &Path, ranks: u32, args: &[&str], run: &Path) -> (Outp
         .output()
         .unwrap();
     assert!(report.status.success(), "{}", text(&report.stderr));
-    (out, serde_json::from_slice(&report.stdout).unwrap())
+    let v = serde_json::from_slice(&report.stdout).unwrap();
+    crate::common::schema::conforms("report", &v);
+    (out, v)
 }
 
 /// Example, ranks, planted delay in ms. 200 ms rather than the examples' default 100: a woken

@@ -52,6 +52,7 @@ fn scale(
     assert!(out.status.success(), "contend {all:?}: {}", show(&out));
     let scale = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("scale --json printed no JSON ({e}): {}", text(&out.stdout)));
+    crate::common::schema::conforms("scale", &scale);
     Experiment {
         scale,
         dir: out_dir,

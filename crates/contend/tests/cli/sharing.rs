@@ -551,6 +551,7 @@ fn threads_on_one_cpu_give_an_unknown_verdict_not_a_clean_bill() {
         .output()
         .unwrap();
     let v: Value = serde_json::from_slice(&json.stdout).unwrap();
+    crate::common::schema::conforms("c2c-report", &v);
     assert_eq!(v["lines"].as_array().unwrap().len(), 0, "{v:#}");
     assert_eq!(v["concurrency"]["on_cpu_together_ns"], 0, "{v:#}");
     // 1 000 000 transfers to become hot: the threshold grows with it (3 ms per 64).
@@ -600,6 +601,7 @@ fn without_sampling_the_concurrency_is_not_measured_and_not_printed_as_zero() {
         .output()
         .unwrap();
     let v: Value = serde_json::from_slice(&json.stdout).unwrap();
+    crate::common::schema::conforms("c2c-report", &v);
     assert!(v["concurrency"]["on_cpu_together_ns"].is_null(), "{v:#}");
     assert!(v["processes"][0]["concurrency"].is_null(), "{v:#}");
     assert_eq!(v["verdict"], "no-sharing");

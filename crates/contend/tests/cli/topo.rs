@@ -16,6 +16,7 @@ fn synthetic_json_describes_the_machine() {
     let out = contend(&["topo", "--synthetic", "2x4x2:n2", "--json"]);
     assert!(out.status.success(), "{out:?}");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    crate::common::schema::conforms("topo", &v);
     let s = &v["summary"];
     assert_eq!(
         (&s["packages"], &s["nodes"], &s["cores"], &s["pus"]),

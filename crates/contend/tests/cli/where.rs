@@ -106,6 +106,7 @@ fn json_has_the_same_threads_on_online_cpus_and_existing_nodes() {
     let out = contend(&["where", &pid.to_string(), "--json"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    crate::common::schema::conforms("where", &v);
     let topo = Topology::live().unwrap();
 
     assert_eq!(v["pid"], pid);
@@ -176,6 +177,7 @@ fn a_thread_id_means_its_process() {
     let out = contend(&["where", &tid.to_string(), "--threads-only", "--json"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    crate::common::schema::conforms("where", &v);
     assert_eq!(v["pid"], pid);
     assert!(v["memory"].is_null());
     assert!(text(&out.stderr).contains(&format!("is a thread of process {pid}")));

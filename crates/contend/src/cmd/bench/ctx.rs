@@ -224,7 +224,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("--svg {}: {e}", path.display()))?;
     }
     if args.json {
-        crate::output::outln!("{}", serde_json::to_string_pretty(&result)?);
+        crate::output::outln!(
+            "{}",
+            serde_json::to_string_pretty(&report::json::Versioned::new(&result))?
+        );
     } else if args.csv {
         crate::output::out!("{}", report::bench_ctx::csv(&result));
     } else {

@@ -175,7 +175,10 @@ fn stream(args: StreamArgs) -> anyhow::Result<()> {
     result.notes = notes;
     result.llc_total_bytes = llc.map(|l| l * 1024);
     if args.json {
-        crate::output::outln!("{}", serde_json::to_string_pretty(&result)?);
+        crate::output::outln!(
+            "{}",
+            serde_json::to_string_pretty(&report::json::Versioned::new(&result))?
+        );
     } else {
         crate::output::out!("{}", report::bench_mem::render_stream(&result));
     }
@@ -257,7 +260,10 @@ fn generate(args: GenerateArgs) -> anyhow::Result<()> {
     bar.finish_and_clear();
     let result = result.map_err(|e| anyhow::anyhow!("{e}"))?;
     if args.json {
-        crate::output::outln!("{}", serde_json::to_string_pretty(&result)?);
+        crate::output::outln!(
+            "{}",
+            serde_json::to_string_pretty(&report::json::Versioned::new(&result))?
+        );
     } else {
         crate::output::out!("{}", report::bench_mem::render_generate(&result));
     }

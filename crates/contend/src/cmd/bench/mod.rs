@@ -4,7 +4,7 @@
 
 mod ctx;
 mod mem;
-mod numa;
+pub(crate) mod numa;
 
 use crate::exit::bad_input;
 use bench::atomic::{AtomicOptions, AtomicReport};
@@ -206,7 +206,10 @@ fn run_atomic(a: AtomicArgs) -> anyhow::Result<()> {
 
 fn write_atomic(r: &AtomicReport, a: &AtomicArgs) -> anyhow::Result<()> {
     if a.json {
-        crate::output::outln!("{}", serde_json::to_string_pretty(r)?);
+        crate::output::outln!(
+            "{}",
+            serde_json::to_string_pretty(&report::json::Versioned::new(r))?
+        );
     } else if a.csv {
         crate::output::out!("{}", report::bench_atomic::to_csv(r));
     } else {
@@ -224,7 +227,10 @@ fn write_atomic(r: &AtomicReport, a: &AtomicArgs) -> anyhow::Result<()> {
 fn print_plan(plan: &patterns::Plan, a: &AtomicArgs) -> anyhow::Result<()> {
     crate::ui::note("a described machine: showing the plan, nothing is measured");
     if a.json {
-        crate::output::outln!("{}", serde_json::to_string_pretty(plan)?);
+        crate::output::outln!(
+            "{}",
+            serde_json::to_string_pretty(&report::json::Versioned::new(plan))?
+        );
         return Ok(());
     }
     let mut header: Vec<String> = vec!["Nodes".into()];
@@ -302,7 +308,10 @@ fn run_latency(a: LatencyArgs) -> anyhow::Result<()> {
     bar.finish_and_clear();
     let r = r?;
     if a.json {
-        crate::output::outln!("{}", serde_json::to_string_pretty(&r)?);
+        crate::output::outln!(
+            "{}",
+            serde_json::to_string_pretty(&report::json::Versioned::new(&r))?
+        );
     } else if a.csv {
         crate::output::out!("{}", report::bench_latency::to_csv(&r));
     } else {

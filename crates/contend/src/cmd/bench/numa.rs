@@ -45,7 +45,7 @@ pub struct Args {
     csv: bool,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Cell {
     pub bench: Bench,
     pub policy: Policy,
@@ -57,7 +57,7 @@ pub struct Cell {
     pub plan: Vec<numa::ProcessPlan>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct NumaResult {
     pub bytes_per_process: u64,
     pub loops: u32,
@@ -205,7 +205,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     if args.json {
-        crate::output::outln!("{}", serde_json::to_string_pretty(&result)?);
+        crate::output::outln!(
+            "{}",
+            serde_json::to_string_pretty(&report::json::Versioned::new(&result))?
+        );
     } else if args.csv {
         crate::output::out!("{}", report::bench_numa::csv(&view));
     } else {

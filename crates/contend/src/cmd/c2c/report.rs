@@ -44,7 +44,9 @@ pub fn report(args: ReportArgs) -> anyhow::Result<()> {
     if args.json {
         crate::output::outln!(
             "{}",
-            serde_json::to_string_pretty(&explain::to_json(&loaded)?)?
+            serde_json::to_string_pretty(&explain::Versioned::new(
+                &explain::json::SharingJson::of(&loaded)
+            ))?
         );
     } else {
         crate::output::out!(

@@ -2,6 +2,7 @@
 //! what they print about themselves, and the one lock that keeps measuring tests apart.
 
 pub mod mpi;
+pub mod schema;
 
 use serde_json::Value;
 use std::collections::HashMap;
@@ -158,7 +159,9 @@ pub fn report_json(dir: &Path, args: &[&str]) -> Value {
     all.extend_from_slice(args);
     let out = contend_in(dir, &all);
     assert!(out.status.success(), "contend {all:?}: {}", stderr(&out));
-    serde_json::from_slice(&out.stdout).expect("report --json prints JSON")
+    let v = serde_json::from_slice(&out.stdout).expect("report --json prints JSON");
+    schema::conforms("report", &v);
+    v
 }
 
 /// A run directory's meta.json.
