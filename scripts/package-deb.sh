@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds a Debian package of contend: the release binary (which carries the lock probe, the
-# sharing runtime and the MPI wrapper's source), its manual pages and its shell completions.
+# sharing runtime and the MPI wrapper's source), its manual pages, its shell completions and the
+# JSON Schemas of its --json outputs.
 # Install it with `sudo apt install ./contend_VERSION_ARCH.deb` on a machine without Rust.
 #
 #   scripts/package-deb.sh [OUTDIR]        (default: target/debian)
@@ -26,6 +27,8 @@ install -d "$root/usr/share/bash-completion/completions" "$root/usr/share/zsh/ve
 "$exe" completions zsh >"$root/usr/share/zsh/vendor-completions/_contend"
 "$exe" completions fish >"$root/usr/share/fish/vendor_completions.d/contend.fish"
 install -D -m 0644 README.md "$root/usr/share/doc/contend/README.md"
+# The JSON Schema of every --json output, as `contend schema` prints them
+"$exe" schema --out-dir "$root/usr/share/doc/contend/schema" 2>/dev/null
 size=$(du -sk "$root" | cut -f1)
 mkdir -p "$root/DEBIAN"
 cat >"$root/DEBIAN/control" <<CONTROL

@@ -134,3 +134,41 @@ fn wide_keeps_every_column_on_a_terminal_and_a_dropped_column_is_named() {
         "{picked}"
     );
 }
+
+/// Colour only on a terminal, and never with `NO_COLOR` set (no-color.org): contend's own
+/// output has none; the help and usage errors (clap's) are coloured on a terminal.
+#[test]
+fn colour_only_on_a_terminal_and_never_with_no_color() {
+    if !testkit::require_command("script", "bsdutils") {
+        return;
+    }
+    let run = |no_color: bool, args: &str| {
+        let mut cmd = Command::new("script");
+        cmd.args([
+            "--quiet",
+            "--command",
+            &format!("exec '{CONTEND}' {args}"),
+            "/dev/null",
+        ])
+        .env_remove("NO_COLOR");
+        if no_color {
+            cmd.env("NO_COLOR", "1");
+        }
+        String::from_utf8_lossy(&cmd.output().unwrap().stdout).into_owned()
+    };
+    for args in ["--help", "recrod"] {
+        assert!(
+            run(false, args).contains('\x1b'),
+            "`contend {args}` on a terminal: no colour at all (the precondition)"
+        );
+        let plain = run(true, args);
+        assert!(
+            !plain.contains('\x1b'),
+            "`contend {args}` with NO_COLOR=1: {plain:?}"
+        );
+        assert!(plain.contains("Usage") || plain.contains("error"), "{plain}");
+    }
+    // Piped: no escape either.
+    let piped = Command::new(CONTEND).arg("--help").output().unwrap();
+    assert!(!piped.stdout.contains(&0x1b), "piped --help has escapes");
+}
