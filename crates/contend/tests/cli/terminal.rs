@@ -166,7 +166,10 @@ fn colour_only_on_a_terminal_and_never_with_no_color() {
             !plain.contains('\x1b'),
             "`contend {args}` with NO_COLOR=1: {plain:?}"
         );
-        assert!(plain.contains("Usage") || plain.contains("error"), "{plain}");
+        assert!(
+            plain.contains("Usage") || plain.contains("error"),
+            "{plain}"
+        );
     }
     // Piped: no escape either.
     let piped = Command::new(CONTEND).arg("--help").output().unwrap();
