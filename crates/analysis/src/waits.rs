@@ -119,6 +119,8 @@ pub struct WaitReport {
     /// Futex waits not counted by the probe, and their time, ns.
     pub futex_waits: u64,
     pub futex_ns: u64,
+    /// Of `futex_ns`, the time from the wake-up to the switch in (run queue), where traced.
+    pub futex_runqueue_ns: u64,
     /// Futex waits the probe already counted as lock, condition or barrier waits.
     pub probe_counted: u64,
     pub probe_counted_ns: u64,
@@ -194,11 +196,13 @@ pub fn waits(
     for t in threads {
         let states = by_tid.get(&t.tid).unwrap_or(&no_states);
         let probes = probe_by_tid.get(&t.tid).unwrap_or(&no_probes);
-        let tw = per_thread.entry((t.pid, t.tid)).or_insert_with(|| ThreadWaits {
-            pid: t.pid,
-            tid: t.tid,
-            ..ThreadWaits::default()
-        });
+        let tw = per_thread
+            .entry((t.pid, t.tid))
+            .or_insert_with(|| ThreadWaits {
+                pid: t.pid,
+                tid: t.tid,
+                ..ThreadWaits::default()
+            });
         let mut blocks: Vec<&BlockIn> = t.blocks.iter().collect();
         blocks.sort_by_key(|b| b.ts);
         for (i, b) in blocks.iter().enumerate() {
@@ -208,11 +212,13 @@ pub fn waits(
             let runq = end.and_then(|e| e.woken.map(|w| e.running.saturating_sub(w)));
             match b.futex {
                 Some(f) => {
-                    let a = addresses.entry((t.pid, f.uaddr)).or_insert_with(|| AddressWaits {
-                        pid: t.pid,
-                        uaddr: f.uaddr,
-                        ..AddressWaits::default()
-                    });
+                    let a = addresses
+                        .entry((t.pid, f.uaddr))
+                        .or_insert_with(|| AddressWaits {
+                            pid: t.pid,
+                            uaddr: f.uaddr,
+                            ..AddressWaits::default()
+                        });
                     a.ops.insert(f.cmd());
                     let Some(len) = len else {
                         a.unmeasured += 1;
@@ -246,6 +252,7 @@ pub fn waits(
                     tw.futex_runqueue_ns += runq.unwrap_or(0);
                     report.futex_waits += 1;
                     report.futex_ns += len;
+                    report.futex_runqueue_ns += runq.unwrap_or(0);
                 }
                 None => {
                     let Some(len) = len else {
@@ -269,9 +276,11 @@ pub fn waits(
         }
     }
     report.addresses = addresses.into_values().collect();
-    report
-        .addresses
-        .sort_by(|a, b| (b.total_ns + b.probe_counted_ns).cmp(&(a.total_ns + a.probe_counted_ns)).then(a.uaddr.cmp(&b.uaddr)));
+    report.addresses.sort_by(|a, b| {
+        (b.total_ns + b.probe_counted_ns)
+            .cmp(&(a.total_ns + a.probe_counted_ns))
+            .then(a.uaddr.cmp(&b.uaddr))
+    });
     report.threads = per_thread.into_values().collect();
     report.reasons = reasons.into_values().collect();
     report

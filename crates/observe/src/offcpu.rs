@@ -33,12 +33,13 @@ use trace::offcpu::{Block, FutexArgs, NO_REASON};
 use trace::{ClockSource, StreamWriter};
 
 /// What [`Unavailable::what`] says when the recorder cannot run.
-pub const WHAT: &str = "off-CPU waits (futex waits)";
+pub const WHAT: &str = trace::offcpu::UNAVAILABLE_WHAT;
 
 /// x86-64 `sample_regs_user`: DX SI DI BP SP IP R8 R10 (`asm/perf_regs.h` bits 3 4 5 6 7 8 16
 /// 18). Samples list them in bit order.
 #[cfg(target_arch = "x86_64")]
-pub const REGS_MASK: u64 = (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 16) | (1 << 18);
+pub const REGS_MASK: u64 =
+    (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 16) | (1 << 18);
 /// Positions of the arguments in a sample's registers (bit order of [`REGS_MASK`]).
 #[cfg(target_arch = "x86_64")]
 const ARG0: usize = 2; // di
@@ -88,11 +89,15 @@ pub struct SwitchSample<'a> {
 }
 
 fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_ne_bytes(b.get(at..at.checked_add(4)?)?.try_into().ok()?))
+    Some(u32::from_ne_bytes(
+        b.get(at..at.checked_add(4)?)?.try_into().ok()?,
+    ))
 }
 
 fn u64_at(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_ne_bytes(b.get(at..at.checked_add(8)?)?.try_into().ok()?))
+    Some(u64::from_ne_bytes(
+        b.get(at..at.checked_add(8)?)?.try_into().ok()?,
+    ))
 }
 
 /// Parses a sample body (after the 8-byte header). Every length is checked against the body.
@@ -161,8 +166,7 @@ impl Kallsyms {
                 let addr = u64::from_str_radix(it.next()?, 16).ok()?;
                 let ty = it.next()?;
                 let name = it.next()?;
-                (addr != 0 && matches!(ty, "t" | "T" | "w" | "W"))
-                    .then(|| (addr, name.to_string()))
+                (addr != 0 && matches!(ty, "t" | "T" | "w" | "W")).then(|| (addr, name.to_string()))
             })
             .collect();
         symbols.sort_unstable();
@@ -384,7 +388,9 @@ impl OffCpuRecorder {
             let fd = match open_event(format.id, cpu, RING_PAGES * page_size / 4) {
                 Ok(fd) => fd,
                 Err(e) if e.raw_os_error() == Some(libc::ENODEV) => {
-                    notes.push(format!("CPU {cpu} went offline while opening: its blocks are not recorded"));
+                    notes.push(format!(
+                        "CPU {cpu} went offline while opening: its blocks are not recorded"
+                    ));
                     continue;
                 }
                 Err(e) => return Err(unavailable(explain_open(&e, cpu))),
@@ -427,8 +433,7 @@ impl OffCpuRecorder {
     /// Moves what the rings hold into the streams; returns the bytes read.
     pub fn drain(&mut self) -> u64 {
         let mut moved = 0;
-        let mut samples: Vec<(u32, u32, u64, u8, Option<String>, Option<FutexArgs>)> =
-            Vec::new();
+        let mut samples: Vec<(u32, u32, u64, u8, Option<String>, Option<FutexArgs>)> = Vec::new();
         let OffCpuRecorder {
             rings,
             prev_state,
@@ -490,15 +495,12 @@ impl OffCpuRecorder {
                 rank: -1,
                 base_time: ts,
             };
-            let opened = ReopeningFile::create_unique(
-                &self.streams_dir,
-                &name,
-                trace::rundir::STREAM_EXT,
-            )
-            .and_then(|(f, file)| {
-                StreamWriter::new(f, &header, 1024)
-                    .map(|w| (w, format!("{}/{file}", trace::rundir::STREAMS_DIR)))
-            });
+            let opened =
+                ReopeningFile::create_unique(&self.streams_dir, &name, trace::rundir::STREAM_EXT)
+                    .and_then(|(f, file)| {
+                        StreamWriter::new(f, &header, 1024)
+                            .map(|w| (w, format!("{}/{file}", trace::rundir::STREAMS_DIR)))
+                    });
             match opened {
                 Ok((writer, file)) => {
                     self.threads.insert(tid, ThreadStream { writer, file, pid });
@@ -574,8 +576,7 @@ fn privileged() -> bool {
     let caps = st::effective_caps();
     // SAFETY: geteuid cannot fail.
     let root = unsafe { libc::geteuid() } == 0;
-    root || caps & (1 << st::CAP_PERFMON) != 0
-        || caps & (1 << st::CAP_SYS_ADMIN) != 0
+    root || caps & (1 << st::CAP_PERFMON) != 0 || caps & (1 << st::CAP_SYS_ADMIN) != 0
 }
 
 /// Why a per-task tracepoint could not be opened, and what to set.
@@ -723,17 +724,29 @@ ffffffff81000800 D some_data
     #[test]
     fn a_sleep_is_not_a_futex_wait() {
         let syms = Kallsyms::parse(SYMS);
-        let names: Vec<&str> = [0xffffffff81000110u64, 0xffffffff81000610, 0xffffffff81000710]
-            .iter()
-            .filter_map(|&ip| syms.name(ip))
-            .collect();
+        let names: Vec<&str> = [
+            0xffffffff81000110u64,
+            0xffffffff81000610,
+            0xffffffff81000710,
+        ]
+        .iter()
+        .filter_map(|&ip| syms.name(ip))
+        .collect();
         assert_eq!(futex_call(names.iter().copied()), None);
         assert_eq!(
             reason(&names).as_deref(),
             Some("do_nanosleep (__x64_sys_clock_nanosleep)")
         );
-        assert_eq!(syms.name(0xffffffff81000050), None, "below the first symbol");
-        assert_eq!(syms.name(0xffffffff81000810), Some("__x64_sys_clock_nanosleep"), "data is not text");
+        assert_eq!(
+            syms.name(0xffffffff81000050),
+            None,
+            "below the first symbol"
+        );
+        assert_eq!(
+            syms.name(0xffffffff81000810),
+            Some("__x64_sys_clock_nanosleep"),
+            "data is not text"
+        );
         assert!(Kallsyms::parse("0000000000000000 T a\n").is_empty());
     }
 

@@ -276,6 +276,9 @@ mod tests {
     fn an_unknown_role_reads_as_other() {
         let r: StreamRole = serde_json::from_str("\"gpu-kernels\"").unwrap();
         assert_eq!(r, StreamRole::Other);
-        assert_eq!(serde_json::to_string(&StreamRole::OffCpu).unwrap(), "\"off-cpu\"");
+        assert_eq!(
+            serde_json::to_string(&StreamRole::OffCpu).unwrap(),
+            "\"off-cpu\""
+        );
     }
 }

@@ -17,6 +17,9 @@
 
 use crate::format::{EventKind, Record, NO_STRING};
 
+/// What meta.json's `unavailable` entry names when the recorder could not run.
+pub const UNAVAILABLE_WHAT: &str = "off-CPU waits (futex waits)";
+
 /// `site` flag of an [`EventKind::OffCpuBlock`]: the kernel chain passes a futex wait.
 pub const FUTEX: u16 = 1;
 

@@ -50,14 +50,24 @@ fn a_futex_wait_lasts_to_the_switch_in_and_counts_its_run_queue_time() {
                 change(9_000, State::Running),
             ],
         ),
-        (11, vec![change(2_500, State::Runnable), change(2_600, State::Running)]),
+        (
+            11,
+            vec![
+                change(2_500, State::Runnable),
+                change(2_600, State::Running),
+            ],
+        ),
     ];
     let r = waits(&threads, &states, &[]);
     assert_eq!((r.futex_waits, r.futex_ns), (2, 1_000 + 600));
+    assert_eq!(r.futex_runqueue_ns, 300 + 100);
     assert_eq!((r.other_blocks, r.other_ns), (1, 4_000));
     assert_eq!(r.addresses.len(), 1);
     let a = &r.addresses[0];
-    assert_eq!((a.uaddr, a.waits, a.total_ns, a.max_ns), (0x5000, 2, 1_600, 1_000));
+    assert_eq!(
+        (a.uaddr, a.waits, a.total_ns, a.max_ns),
+        (0x5000, 2, 1_600, 1_000)
+    );
     assert_eq!(a.runqueue_ns, 300 + 100);
     assert_eq!(a.threads, BTreeMap::from([(10, 1_000), (11, 600)]));
     assert_eq!(a.ops, BTreeSet::from([0]));
@@ -82,7 +92,11 @@ fn a_wait_whose_switch_in_was_not_traced_has_no_length() {
 fn a_probe_wait_on_the_same_object_takes_the_futex_wait() {
     let threads = [thread(
         10,
-        vec![futex(1_000, 0x5010), futex(10_000, 0x5010), futex(20_000, 0x9000)],
+        vec![
+            futex(1_000, 0x5010),
+            futex(10_000, 0x5010),
+            futex(20_000, 0x9000),
+        ],
     )];
     let states = [(
         10,
