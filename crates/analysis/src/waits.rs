@@ -137,37 +137,50 @@ pub struct WaitReport {
     pub reasons: Vec<ReasonWaits>,
 }
 
-/// Where a block ended: the switch in, and the wake-up before it when traced.
+/// Where a block ended: the switch in, and the wake-up before it, when traced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct End {
-    running: u64,
+    running: Option<u64>,
     woken: Option<u64>,
 }
 
-/// The end of a block at `t0` from the thread's state changes (sorted by time): the first
-/// switch in after `t0` and before `limit` (the thread's next block), with the wake-up before
-/// it.
+impl End {
+    /// The block's length: to the switch in, else (switch in not traced) to the wake-up.
+    fn at(&self) -> Option<u64> {
+        self.running.or(self.woken)
+    }
+}
+
+/// The end of a block at `t0` from the thread's state changes (sorted by time), before
+/// `limit` (the thread's next block): the first switch in after the wake-up. Some kernels drop
+/// the switch in (this project's Firecracker guest drops the tracepoints of an idle CPU's
+/// exit): a second runnable state (a preemption) or a block before any switch in says it was
+/// missed, and the wait then ends at its wake-up, its run-queue time unknown. The first
+/// runnable state after a block is its wake-up: a blocked task becomes runnable only so.
 fn end_of(states: &[StateChange], t0: u64, limit: Option<u64>) -> Option<End> {
-    let from = states.partition_point(|c| c.ts < t0);
+    let from = states.partition_point(|c| c.ts <= t0);
     let mut woken = None;
     for c in &states[from..] {
         if limit.is_some_and(|l| c.ts > l) {
             break;
         }
         match c.state {
-            State::Runnable => {
-                woken.get_or_insert(c.ts);
-            }
+            State::Runnable if woken.is_some() => break,
+            State::Runnable => woken = Some(c.ts),
             State::Running => {
                 return Some(End {
-                    running: c.ts,
+                    running: Some(c.ts),
                     woken,
                 })
             }
+            _ if woken.is_some() => break,
             _ => {}
         }
     }
-    None
+    woken.map(|w| End {
+        running: None,
+        woken: Some(w),
+    })
 }
 
 /// The waits of `threads`, ended by `states` (per tid, any order), with the probe's `probe`
@@ -208,8 +221,8 @@ pub fn waits(
         for (i, b) in blocks.iter().enumerate() {
             let limit = blocks.get(i + 1).map(|n| n.ts);
             let end = end_of(states, b.ts, limit);
-            let len = end.map(|e| e.running.saturating_sub(b.ts));
-            let runq = end.and_then(|e| e.woken.map(|w| e.running.saturating_sub(w)));
+            let len = end.and_then(|e| e.at()).map(|at| at.saturating_sub(b.ts));
+            let runq = end.and_then(|e| Some(e.running?.saturating_sub(e.woken?)));
             match b.futex {
                 Some(f) => {
                     let a = addresses

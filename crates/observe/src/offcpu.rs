@@ -346,7 +346,16 @@ fn unavailable(why: impl Into<String>) -> Unavailable {
 }
 
 /// What to set, for a refusal of an unprivileged contend.
-const WHAT_TO_SET: &str = "run contend as root, or grant it CAP_PERFMON (tracefs must be readable too), or set kernel.perf_event_paranoid=-1";
+const WHAT_TO_SET: &str = "run contend as root, or grant it CAP_PERFMON (and read access to tracefs), or set kernel.perf_event_paranoid=-1";
+
+/// Why an unprivileged contend is refused, and what to set.
+fn unprivileged() -> String {
+    let paranoid = st::read_small("/proc/sys/kernel/perf_event_paranoid")
+        .map_or_else(|_| "unknown".to_string(), |s| s.trim().to_string());
+    format!(
+        "kernel.perf_event_paranoid is {paranoid} and contend has no CAP_PERFMON: {WHAT_TO_SET}"
+    )
+}
 
 impl OffCpuRecorder {
     /// Opens the events on the calling thread, to be inherited by the program it starts next
@@ -358,16 +367,24 @@ impl OffCpuRecorder {
             ));
         }
         let (tracefs, _) = st::find_tracefs().map_err(|u| {
-            let privileged = privileged();
-            unavailable(if privileged {
+            unavailable(if privileged() {
                 u.why
             } else {
-                format!("{}; {WHAT_TO_SET}", u.why)
+                format!(
+                    "{}; {}",
+                    u.why.trim_end_matches("; run as root"),
+                    unprivileged()
+                )
             })
         })?;
         let path = tracefs.join("events/sched/sched_switch/format");
-        let text = st::read_small(&path)
-            .map_err(|e| unavailable(format!("reading {}: {e}; {WHAT_TO_SET}", path.display())))?;
+        let text = st::read_small(&path).map_err(|e| {
+            unavailable(format!(
+                "reading {}: {e}; {}",
+                path.display(),
+                unprivileged()
+            ))
+        })?;
         let format = TracepointFormat::parse(&text)
             .map_err(|e| unavailable(format!("{}: {e}", path.display())))?;
         let prev_state = format
@@ -585,14 +602,10 @@ fn explain_open(e: &io::Error, cpu: u32) -> String {
         "perf_event_open(sched:sched_switch, this task and its children) on CPU {cpu}: {}",
         st::errno_name(e)
     );
-    let paranoid = st::read_small("/proc/sys/kernel/perf_event_paranoid")
-        .ok()
-        .map(|s| s.trim().to_string());
     match e.raw_os_error() {
-        Some(libc::EACCES) | Some(libc::EPERM) if !privileged() => format!(
-            "{what}: kernel.perf_event_paranoid is {} and contend has no CAP_PERFMON (tracepoint samples need one or the other); {WHAT_TO_SET}",
-            paranoid.as_deref().unwrap_or("unknown")
-        ),
+        Some(libc::EACCES) | Some(libc::EPERM) if !privileged() => {
+            format!("{what}: {}", unprivileged())
+        }
         Some(libc::EACCES) | Some(libc::EPERM) => format!(
             "{what}: refused although contend is privileged: a seccomp filter, container or security module denies perf events"
         ),

@@ -144,3 +144,25 @@ fn no_blocks_no_waits() {
     let r = waits(&[], &[], &[]);
     assert_eq!(r, WaitReport::default());
 }
+
+#[test]
+fn a_missed_switch_in_ends_the_wait_at_its_wake_up() {
+    // Woken at 1_500, switched in untraced; preempted at 2_500 (runnable again), back at
+    // 3_000: the wait ends at the wake-up, not at 3_000.
+    let threads = [thread(10, vec![futex(1_000, 0x5000), futex(8_000, 0x5000)])];
+    let states = [(
+        10,
+        vec![
+            change(1_000, State::Sleeping),
+            change(1_500, State::Runnable),
+            change(2_500, State::Runnable),
+            change(3_000, State::Running),
+            // The second wait: woken, then nothing before the run ends.
+            change(8_000, State::Sleeping),
+            change(8_400, State::Runnable),
+        ],
+    )];
+    let r = waits(&threads, &states, &[]);
+    assert_eq!((r.futex_waits, r.futex_ns, r.unmeasured), (2, 500 + 400, 0));
+    assert_eq!(r.futex_runqueue_ns, 0, "unknown, not invented");
+}
