@@ -117,7 +117,7 @@ pub fn parse_sample(body: &[u8]) -> Result<SwitchSample<'_>, String> {
     for i in 0..nr {
         let ip = u64_at(body, at + 8 * i).ok_or_else(|| short("callchain"))?;
         // PERF_CONTEXT_* markers sit at the top of the address space.
-        if ip < sys::bindings::PERF_CONTEXT_MAX as u64 {
+        if ip < sys::bindings::PERF_CONTEXT_MAX {
             chain.push(ip);
         }
     }
@@ -242,7 +242,7 @@ pub fn futex_call<'a>(names: impl IntoIterator<Item = &'a str>) -> Option<FutexC
 /// The reason a chain (names, innermost first) gives: the innermost frame that is not the
 /// scheduler's, and the system call when it is another frame (`do_nanosleep
 /// (__x64_sys_clock_nanosleep)`).
-pub fn reason<'a>(names: &[&'a str]) -> Option<String> {
+pub fn reason(names: &[&str]) -> Option<String> {
     let inner = names.iter().find(|n| !is_scheduler_frame(n))?;
     let syscall = names
         .iter()
@@ -317,6 +317,16 @@ pub struct OffCpuOutcome {
     pub streams: Vec<StreamEntry>,
     pub stats: OffCpuStats,
     pub notes: Vec<String>,
+}
+
+/// A block decoded from a ring, before it is written.
+struct Drained {
+    pid: u32,
+    tid: u32,
+    ts: u64,
+    state: u8,
+    why: Option<String>,
+    futex: Option<FutexArgs>,
 }
 
 struct ThreadStream {
@@ -450,7 +460,7 @@ impl OffCpuRecorder {
     /// Moves what the rings hold into the streams; returns the bytes read.
     pub fn drain(&mut self) -> u64 {
         let mut moved = 0;
-        let mut samples: Vec<(u32, u32, u64, u8, Option<String>, Option<FutexArgs>)> = Vec::new();
+        let mut samples: Vec<Drained> = Vec::new();
         let OffCpuRecorder {
             rings,
             prev_state,
@@ -469,7 +479,14 @@ impl OffCpuRecorder {
                     st::decode::PERF_RECORD_SAMPLE => match parse_sample(body) {
                         Ok(s) => {
                             let (state, why, futex) = block(&s, *prev_state, symbols);
-                            samples.push((s.pid, s.tid, s.time, state, why, futex));
+                            samples.push(Drained {
+                                pid: s.pid,
+                                tid: s.tid,
+                                ts: s.time,
+                                state,
+                                why,
+                                futex,
+                            });
                         }
                         Err(e) => {
                             stats.unparsed += 1;
@@ -485,9 +502,9 @@ impl OffCpuRecorder {
             });
             stats.unparsed += broken;
         }
-        samples.sort_by_key(|s| s.2);
-        for (pid, tid, ts, state, why, futex) in samples {
-            self.write(pid, tid, ts, state, why.as_deref(), futex);
+        samples.sort_by_key(|s| s.ts);
+        for d in samples {
+            self.write(d.pid, d.tid, d.ts, d.state, d.why.as_deref(), d.futex);
         }
         moved
     }
@@ -707,7 +724,7 @@ ffffffff81000800 D some_data
     fn a_futex_wait_is_recognised_with_its_address_and_op() {
         let syms = Kallsyms::parse(SYMS);
         let chain = [
-            sys::bindings::PERF_CONTEXT_KERNEL as u64,
+            sys::bindings::PERF_CONTEXT_KERNEL,
             0xffffffff81000110,
             0xffffffff81000210,
             0xffffffff81000310,
