@@ -3,7 +3,8 @@
 //! lock probe cannot see it (no pthread call); the off-CPU recorder sees its futex waits.
 //!
 //! Build: `rustc -O -g examples/waits/std_mutex.rs -o std_mutex` (std only).
-//! Options: `-t THREADS` (4), `-n LOCKS_PER_THREAD` (50), `-u HOLD_US` (1000).
+//! Options: `-t THREADS` (4), `-n LOCKS_PER_THREAD` (50), `-u HOLD_US` (1000), `-H` (the
+//! Mutex on the heap, from `Box::new`, instead of the static `HOT`).
 //!
 //! Truth line (examples/README.md): `hot.addr` and `hot.size` the Mutex's address and size
 //! (its futex word lies inside it), and per thread `tN.tid`, `tN.lock_ns` (wall time inside
@@ -50,7 +51,7 @@ struct Measured {
 }
 
 fn main() {
-    let (mut threads, mut n, mut hold_us) = (4usize, 50u64, 1000u64);
+    let (mut threads, mut n, mut hold_us, mut heap) = (4usize, 50u64, 1000u64, false);
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -64,12 +65,18 @@ fn main() {
             "-t" => threads = value() as usize,
             "-n" => n = value(),
             "-u" => hold_us = value(),
+            "-H" => heap = true,
             _ => {
-                eprintln!("usage: std_mutex [-t THREADS] [-n LOCKS_PER_THREAD] [-u HOLD_US]");
+                eprintln!("usage: std_mutex [-t THREADS] [-n LOCKS_PER_THREAD] [-u HOLD_US] [-H]");
                 std::process::exit(2)
             }
         }
     }
+    let hot: &'static Mutex<()> = if heap {
+        Box::leak(Box::new(Mutex::new(())))
+    } else {
+        &HOT
+    };
     let start = Barrier::new(threads);
     let results: Vec<Measured> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
@@ -85,7 +92,7 @@ fn main() {
                     start.wait();
                     for _ in 0..n {
                         let (w0, c0) = (now(CLOCK_MONOTONIC), now(CLOCK_THREAD_CPUTIME_ID));
-                        let guard = HOT.lock().unwrap();
+                        let guard = hot.lock().unwrap();
                         let (w1, c1) = (now(CLOCK_MONOTONIC), now(CLOCK_THREAD_CPUTIME_ID));
                         let wall = w1 - w0;
                         m.lock_ns += wall;
@@ -104,10 +111,11 @@ fn main() {
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
     let mut line = format!(
-        "truth program=std_mutex threads={threads} locks_per_thread={n} hold_ns={} hot.addr={:p} hot.size={}",
+        "truth program=std_mutex threads={threads} locks_per_thread={n} hold_ns={} hot.heap={} hot.addr={:p} hot.size={}",
         hold_us * 1000,
-        &HOT as *const _,
-        std::mem::size_of_val(&HOT)
+        u8::from(heap),
+        hot as *const _,
+        std::mem::size_of_val(hot)
     );
     for (i, m) in results.iter().enumerate() {
         line.push_str(&format!(

@@ -70,9 +70,10 @@ pub(crate) fn waits(
     if !ends_traced && !threads.is_empty() {
         notices.push(Notice("futex waits: the sched tracepoints did not record the threads' switches in (sampling off, or the tracepoints unavailable): the waits are counted but have no length".into()));
     }
-    let probe = probe_waits(meta, streams);
+    let (probe, blocks) = probe_waits(meta, streams);
     let report = analysis::waits::waits(&threads, states.unwrap_or(&[]), &probe);
-    let names = name_words(run_dir, &report, notices)?;
+    let homes = heap_homes(&threads, blocks);
+    let names = name_words(run_dir, &report, &homes, notices)?;
     let index = meta.stream_index();
     let thread_names = meta
         .streams
@@ -89,16 +90,35 @@ pub(crate) fn waits(
 }
 
 /// The probe's lock, condition and barrier waits, per thread, in CLOCK_MONOTONIC ns, with the
-/// object they were on.
-fn probe_waits(meta: &trace::Meta, streams: &[(String, Stream<'_>)]) -> Vec<ProbeWait> {
+/// object they were on; and the heap blocks it recorded (`--alloc-sites`), with their call
+/// sites' addresses.
+fn probe_waits(
+    meta: &trace::Meta,
+    streams: &[(String, Stream<'_>)],
+) -> (Vec<ProbeWait>, Vec<analysis::allocs::Block>) {
     let clock = analysis::clock::Conversion::from_meta(&meta.clock);
     let mut out = Vec::new();
+    let mut blocks = Vec::new();
     for (_, l) in crate::locks::lock_streams(meta, streams) {
         let s = l.stream;
         let tid = s.header.tid;
         // The open wait of each kind: (start, object id).
         let mut open: HashMap<u8, (u64, u32)> = HashMap::new();
+        let mut previous: Option<trace::Record> = None;
         for r in s.events() {
+            if let Some(a) = previous
+                .as_ref()
+                .and_then(|p| trace::alloc::Alloc::decode(p, &r))
+            {
+                blocks.push(analysis::allocs::Block {
+                    pid: s.header.pid,
+                    ts_ns: clock.ns(a.ts),
+                    site: s.site_address(a.site),
+                    address: a.address,
+                    size: u64::from(a.size),
+                });
+            }
+            previous = Some(r);
             let (begin, end) = match r.kind {
                 EventKind::LockWait | EventKind::CondWait | EventKind::BarrierWait => (true, false),
                 EventKind::LockAcquired
@@ -129,13 +149,39 @@ fn probe_waits(meta: &trace::Meta, streams: &[(String, Stream<'_>)]) -> Vec<Prob
             }
         }
     }
-    out
+    (out, blocks)
+}
+
+/// The heap block each futex word lives in: the latest recorded allocation covering it made
+/// before the word's first futex wait (`analysis::allocs`' rule for locks).
+fn heap_homes(
+    threads: &[ThreadBlocks],
+    blocks: Vec<analysis::allocs::Block>,
+) -> HashMap<analysis::locks::LockKey, analysis::allocs::Home> {
+    if blocks.is_empty() {
+        return HashMap::new();
+    }
+    let mut first: HashMap<analysis::locks::LockKey, u64> = HashMap::new();
+    for t in threads {
+        for b in &t.blocks {
+            if let Some(f) = b.futex {
+                let key = analysis::locks::LockKey {
+                    pid: t.pid,
+                    address: f.uaddr,
+                };
+                let v = first.entry(key).or_insert(b.ts);
+                *v = (*v).min(b.ts);
+            }
+        }
+    }
+    analysis::allocs::homes_of(blocks, first)
 }
 
 /// Names of the futex words: the global each lies in, from the memory maps the probe saved.
 fn name_words(
     run_dir: &Path,
     r: &WaitReport,
+    homes: &HashMap<analysis::locks::LockKey, analysis::allocs::Home>,
     notices: &mut Vec<Notice>,
 ) -> Result<HashMap<(u32, u64), String>, crate::Error> {
     let mut names = HashMap::new();
@@ -187,8 +233,25 @@ fn name_words(
             },
         );
         for a in r.addresses.iter().filter(|a| a.pid == pid) {
+            let key = analysis::locks::LockKey {
+                pid,
+                address: a.uaddr,
+            };
             if let Some(d) = sym.resolve_data(a.uaddr) {
                 names.insert((pid, a.uaddr), d.to_string());
+            } else if let Some(home) = homes.get(&key) {
+                let site_name = match home.block.site {
+                    Some(s) => crate::names::site_name(&sym.resolve_call_site(s)),
+                    None => "an unknown call site".to_string(),
+                };
+                let allocation = report::locks::Allocation {
+                    site: home.block.site,
+                    site_name,
+                    block_address: home.block.address,
+                    size: home.block.size,
+                    offset: home.offset,
+                };
+                names.insert((pid, a.uaddr), allocation.describe());
             }
         }
     }

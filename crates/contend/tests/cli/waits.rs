@@ -336,3 +336,37 @@ fn no_permission_says_what_to_set() {
     let json = common::report_json(&work, &["run"]);
     assert!(json.get("waits").is_none(), "{json}");
 }
+
+#[test]
+fn a_heap_mutex_is_named_by_its_block() {
+    let _one = serial();
+    if !root_for_perf() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(exe) = build("examples/waits/std_mutex.rs", dir.path()) else {
+        return;
+    };
+    let truth = common::record(dir.path(), &["--locks", "--alloc-sites"], &exe, &["-H"]);
+    assert_eq!(truth["hot.heap"], "1");
+    let w = waits_json(dir.path());
+    let addr = hex(&truth["hot.addr"]);
+    let size = num(&truth, "hot.size") as u64;
+    let Some(hot) = w["addresses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| (addr..addr + size).contains(&a["uaddr"].as_u64().unwrap()))
+    else {
+        // Without a futex wait on it (the threads never contended) there is nothing to name.
+        testkit::check_not_made(&format!("no futex wait on the heap Mutex: {truth:?}"));
+        return;
+    };
+    let name = hot["name"].as_str().unwrap_or("");
+    let offset = hot["uaddr"].as_u64().unwrap() - addr;
+    assert!(
+        name.starts_with(&format!("block of {size} B from "))
+            && name.ends_with(&format!(", +{offset}")),
+        "{hot}"
+    );
+}
