@@ -329,10 +329,20 @@ struct Drained {
     futex: Option<FutexArgs>,
 }
 
+/// Streams kept open at once: the least recently written is closed past this (its thread
+/// gets `offcpu-TID.2.cst` should it block again), so the recorder's memory stays bounded
+/// (about 4 KiB each) however many threads the program creates.
+pub const MAX_OPEN_STREAMS: usize = 512;
+
+/// Records buffered per stream between writes.
+const CHUNK_EVENTS: usize = 256;
+
 struct ThreadStream {
     writer: StreamWriter<ReopeningFile>,
     file: String,
     pid: u32,
+    /// When it was last written (the recorder's write count), for closing the oldest.
+    last_write: u64,
 }
 
 /// The live recorder; see the module docs. Dropping it closes the events.
@@ -342,6 +352,9 @@ pub struct OffCpuRecorder {
     symbols: Kallsyms,
     streams_dir: PathBuf,
     threads: HashMap<u32, ThreadStream>,
+    /// Streams already closed (oldest first out, or at the end).
+    closed: Vec<StreamEntry>,
+    writes: u64,
     stats: OffCpuStats,
     first_error: Option<String>,
     notes: Vec<String>,
@@ -451,6 +464,8 @@ impl OffCpuRecorder {
             symbols,
             streams_dir: streams_dir.to_path_buf(),
             threads: HashMap::new(),
+            closed: Vec::new(),
+            writes: 0,
             first_error: None,
             notes,
             scratch: Vec::with_capacity(1 << 14),
@@ -532,12 +547,23 @@ impl OffCpuRecorder {
             let opened =
                 ReopeningFile::create_unique(&self.streams_dir, &name, trace::rundir::STREAM_EXT)
                     .and_then(|(f, file)| {
-                        StreamWriter::new(f, &header, 1024)
+                        StreamWriter::new(f, &header, CHUNK_EVENTS)
                             .map(|w| (w, format!("{}/{file}", trace::rundir::STREAMS_DIR)))
                     });
             match opened {
                 Ok((writer, file)) => {
-                    self.threads.insert(tid, ThreadStream { writer, file, pid });
+                    if self.threads.len() >= MAX_OPEN_STREAMS {
+                        self.close_oldest();
+                    }
+                    self.threads.insert(
+                        tid,
+                        ThreadStream {
+                            writer,
+                            file,
+                            pid,
+                            last_write: 0,
+                        },
+                    );
                 }
                 Err(e) => {
                     self.stats.unwritten += 1;
@@ -550,6 +576,8 @@ impl OffCpuRecorder {
         let Some(t) = self.threads.get_mut(&tid) else {
             return;
         };
+        self.writes += 1;
+        t.last_write = self.writes;
         let reason = why.map_or(NO_REASON, |w| t.writer.intern_string(w));
         self.stats.blocks += 1;
         self.stats.futex_waits += u64::from(futex.is_some());
@@ -565,6 +593,47 @@ impl OffCpuRecorder {
         }
     }
 
+    fn close(&mut self, tid: u32, t: ThreadStream, end_time: u64) {
+        let (events, dropped) = match t.writer.finish(end_time) {
+            Ok(s) => (s.events, s.dropped),
+            Err(e) => {
+                self.notes.push(format!("{}: {}", t.file, e.error));
+                (e.summary.events, e.summary.dropped)
+            }
+        };
+        self.closed.push(StreamEntry {
+            file: t.file,
+            kind: StreamKind::Thread,
+            pid: t.pid,
+            tid,
+            rank: None,
+            events,
+            dropped,
+            name: String::new(),
+            role: Some(trace::StreamRole::OffCpu),
+        });
+    }
+
+    /// Streams open now (at most [`MAX_OPEN_STREAMS`]).
+    pub fn open_streams(&self) -> usize {
+        self.threads.len()
+    }
+
+    /// Closes the stream written longest ago.
+    fn close_oldest(&mut self) {
+        let Some(tid) = self
+            .threads
+            .iter()
+            .min_by_key(|(_, t)| t.last_write)
+            .map(|(&tid, _)| tid)
+        else {
+            return;
+        };
+        if let Some(t) = self.threads.remove(&tid) {
+            self.close(tid, t, crate::clock::monotonic_ns());
+        }
+    }
+
     /// Disables the events, drains what is left and closes the streams.
     pub fn finish(mut self, end_time: u64) -> OffCpuOutcome {
         for ring in &self.rings {
@@ -572,28 +641,11 @@ impl OffCpuRecorder {
             unsafe { sys::ioctls::DISABLE(ring.fds[0].as_raw_fd(), 0) };
         }
         self.drain();
-        let mut streams = Vec::new();
-        let mut notes = std::mem::take(&mut self.notes);
         for (tid, t) in std::mem::take(&mut self.threads) {
-            let (events, dropped) = match t.writer.finish(end_time) {
-                Ok(s) => (s.events, s.dropped),
-                Err(e) => {
-                    notes.push(format!("{}: {}", t.file, e.error));
-                    (e.summary.events, e.summary.dropped)
-                }
-            };
-            streams.push(StreamEntry {
-                file: t.file,
-                kind: StreamKind::Thread,
-                pid: t.pid,
-                tid,
-                rank: None,
-                events,
-                dropped,
-                name: String::new(),
-                role: Some(trace::StreamRole::OffCpu),
-            });
+            self.close(tid, t, end_time);
         }
+        let mut streams = std::mem::take(&mut self.closed);
+        let mut notes = std::mem::take(&mut self.notes);
         streams.sort_by(|a, b| a.file.cmp(&b.file));
         if let Some(e) = self.first_error.take() {
             notes.push(format!("off-CPU recording: {e}"));

@@ -153,3 +153,67 @@ fn a_blocked_futex_wait_has_its_address() {
     );
     assert_eq!(waits[0].op, 0x80, "FUTEX_WAIT | FUTEX_PRIVATE_FLAG");
 }
+
+/// The environment variable that makes this test binary the many-threads child.
+const MANY: &str = "CONTEND_OFFCPU_LIVE_MANY";
+
+#[test]
+fn many_threads_keep_the_open_streams_bounded() {
+    const THREADS: usize = observe::offcpu::MAX_OPEN_STREAMS + 100;
+    if std::env::var_os(MANY).is_some() {
+        // The child: THREADS threads, a few alive at once, each sleeping twice.
+        for _ in 0..THREADS / 50 {
+            let handles: Vec<_> = (0..50)
+                .map(|_| {
+                    std::thread::spawn(|| {
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                    })
+                })
+                .collect();
+            for h in handles {
+                h.join().unwrap();
+            }
+        }
+        return;
+    }
+    let _one = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let Some(mut rec) = open_or_skip(dir.path()) else {
+        return;
+    };
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "many_threads_keep_the_open_streams_bounded"])
+        .env(MANY, "1")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut most = 0;
+    let status = loop {
+        rec.drain();
+        most = most.max(rec.open_streams());
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    assert!(status.success());
+    let done = rec.finish(u64::MAX);
+    assert!(
+        most <= observe::offcpu::MAX_OPEN_STREAMS,
+        "{most} streams open at once"
+    );
+    let streams = read_streams(dir.path());
+    let threads: std::collections::HashSet<u32> = streams.iter().map(|s| s.1).collect();
+    assert!(
+        threads.len() >= THREADS - THREADS / 50,
+        "{} threads recorded",
+        threads.len()
+    );
+    let blocks: usize = streams.iter().map(|s| s.2.len()).sum();
+    assert_eq!(
+        blocks as u64, done.stats.blocks,
+        "every block written is read back"
+    );
+    assert_eq!(done.streams.len(), streams.len());
+}
