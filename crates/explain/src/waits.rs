@@ -40,23 +40,31 @@ pub(crate) fn waits(
     states: Option<&[(u32, Vec<trace::sched::StateChange>)]>,
     notices: &mut Vec<Notice>,
 ) -> Result<Option<Waits>, crate::Error> {
-    let mut threads = Vec::new();
+    let mut threads: Vec<ThreadBlocks> = Vec::new();
+    let mut index: HashMap<(u32, u32), usize> = HashMap::new();
     let mut unpaired = 0;
     for (_, s) in offcpu_streams(meta, streams) {
         let (blocks, bad) = trace::offcpu::blocks(s.events());
         unpaired += bad;
-        threads.push(ThreadBlocks {
-            pid: s.header.pid,
-            tid: s.header.tid,
-            blocks: blocks
-                .into_iter()
-                .map(|b| BlockIn {
-                    ts: b.ts,
-                    reason: s.string(b.reason).map(String::from),
-                    futex: b.futex,
-                })
-                .collect(),
+        let blocks = blocks.into_iter().map(|b| BlockIn {
+            ts: b.ts,
+            reason: s.string(b.reason).map(String::from),
+            futex: b.futex,
         });
+        // A thread whose stream the recorder closed and reopened (`offcpu-TID.2.cst`) is one
+        // thread: its blocks are merged, so each block ends before the thread's next.
+        let (pid, tid) = (s.header.pid, s.header.tid);
+        match index.get(&(pid, tid)) {
+            Some(&i) => threads[i].blocks.extend(blocks),
+            None => {
+                index.insert((pid, tid), threads.len());
+                threads.push(ThreadBlocks {
+                    pid,
+                    tid,
+                    blocks: blocks.collect(),
+                });
+            }
+        }
     }
     if threads.is_empty() && !meta.has(trace::Captured::OffCpu) {
         return Ok(None);
