@@ -27,6 +27,7 @@ use std::collections::HashMap;
 use std::io::{self, Read};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use trace::format::{Header, StreamKind};
 use trace::meta::{StreamEntry, Unavailable};
 use trace::offcpu::{Block, FutexArgs, NO_REASON};
@@ -259,15 +260,27 @@ pub fn block(
     prev_state: Field,
     symbols: &Kallsyms,
 ) -> (u8, Option<String>, Option<FutexArgs>) {
+    let (why, call) = chain_meaning(&sample.chain, symbols);
+    let (state, futex) = state_and_futex(sample, prev_state, call);
+    (state, why, futex)
+}
+
+/// What a kernel chain says: the reason, and the futex call it passes.
+pub fn chain_meaning(chain: &[u64], symbols: &Kallsyms) -> (Option<String>, Option<FutexCall>) {
+    let names: Vec<&str> = chain.iter().filter_map(|&ip| symbols.name(ip)).collect();
+    (reason(&names), futex_call(names.iter().copied()))
+}
+
+/// The state letter, and the futex arguments when the chain passed a futex call.
+fn state_and_futex(
+    sample: &SwitchSample<'_>,
+    prev_state: Field,
+    call: Option<FutexCall>,
+) -> (u8, Option<FutexArgs>) {
     let state = prev_state
         .read_int(sample.raw)
         .map_or(b'?', |v| state_letter(v as u64));
-    let names: Vec<&str> = sample
-        .chain
-        .iter()
-        .filter_map(|&ip| symbols.name(ip))
-        .collect();
-    let futex = match (futex_call(names.iter().copied()), sample.regs) {
+    let futex = match (call, sample.regs) {
         (Some(FutexCall::Futex), Some(r)) if ARG1 < NREGS => Some(FutexArgs {
             uaddr: r[ARG0],
             op: r[ARG1] as u8,
@@ -279,7 +292,35 @@ pub fn block(
         }),
         _ => None,
     };
-    (state, reason(&names), futex)
+    (state, futex)
+}
+
+/// Chains seen, with what they say: a blocked thread's chain repeats (the same wait path, the
+/// same return addresses), so it is named once. Cleared when full.
+#[derive(Default)]
+struct ChainMemo {
+    known: HashMap<Vec<u64>, (Option<Arc<str>>, Option<FutexCall>)>,
+}
+
+const MAX_MEMO: usize = 4096;
+
+impl ChainMemo {
+    fn meaning(
+        &mut self,
+        chain: &[u64],
+        symbols: &Kallsyms,
+    ) -> (Option<Arc<str>>, Option<FutexCall>) {
+        if let Some(m) = self.known.get(chain) {
+            return m.clone();
+        }
+        let (why, call) = chain_meaning(chain, symbols);
+        let m = (why.map(Arc::from), call);
+        if self.known.len() >= MAX_MEMO {
+            self.known.clear();
+        }
+        self.known.insert(chain.to_vec(), m.clone());
+        m
+    }
 }
 
 /// The letter `ps` shows for a blocked task's `prev_state` (low byte).
@@ -325,7 +366,7 @@ struct Drained {
     tid: u32,
     ts: u64,
     state: u8,
-    why: Option<String>,
+    why: Option<Arc<str>>,
     futex: Option<FutexArgs>,
 }
 
@@ -350,6 +391,7 @@ pub struct OffCpuRecorder {
     rings: Vec<Ring>,
     prev_state: Field,
     symbols: Kallsyms,
+    memo: ChainMemo,
     streams_dir: PathBuf,
     threads: HashMap<u32, ThreadStream>,
     /// Streams already closed (oldest first out, or at the end).
@@ -462,6 +504,7 @@ impl OffCpuRecorder {
                 ..OffCpuStats::default()
             },
             symbols,
+            memo: ChainMemo::default(),
             streams_dir: streams_dir.to_path_buf(),
             threads: HashMap::new(),
             closed: Vec::new(),
@@ -480,6 +523,7 @@ impl OffCpuRecorder {
             rings,
             prev_state,
             symbols,
+            memo,
             stats,
             first_error,
             scratch,
@@ -493,7 +537,8 @@ impl OffCpuRecorder {
                 match ty {
                     st::decode::PERF_RECORD_SAMPLE => match parse_sample(body) {
                         Ok(s) => {
-                            let (state, why, futex) = block(&s, *prev_state, symbols);
+                            let (why, call) = memo.meaning(&s.chain, symbols);
+                            let (state, futex) = state_and_futex(&s, *prev_state, call);
                             samples.push(Drained {
                                 pid: s.pid,
                                 tid: s.tid,
