@@ -129,6 +129,8 @@ pub struct WaitReport {
     pub other_ns: u64,
     /// Blocks whose end (the thread's switch in) was not traced.
     pub unmeasured: u64,
+    /// Of those, futex waits.
+    pub futex_unmeasured: u64,
     /// Per futex word, most waited first (then by address).
     pub addresses: Vec<AddressWaits>,
     /// Per thread, by pid then tid.
@@ -237,6 +239,7 @@ pub fn waits(
                         a.unmeasured += 1;
                         tw.unmeasured += 1;
                         report.unmeasured += 1;
+                        report.futex_unmeasured += 1;
                         continue;
                     };
                     let end = b.ts + len;

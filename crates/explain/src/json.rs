@@ -89,6 +89,7 @@ pub struct WaitsJson<'a> {
     pub other_blocks: u64,
     pub other_ns: u64,
     pub unmeasured: u64,
+    pub futex_unmeasured: u64,
     pub addresses: Vec<FutexWordJson<'a>>,
     pub threads: &'a [analysis::waits::ThreadWaits],
     pub reasons: &'a [analysis::waits::ReasonWaits],
@@ -117,6 +118,7 @@ impl<'a> WaitsJson<'a> {
             other_blocks: r.other_blocks,
             other_ns: r.other_ns,
             unmeasured: r.unmeasured,
+            futex_unmeasured: r.futex_unmeasured,
             addresses: r
                 .addresses
                 .iter()

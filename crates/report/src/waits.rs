@@ -15,10 +15,45 @@ fn ms(ns: u64) -> String {
     format!("{:.3}", ns as f64 / 1e6)
 }
 
-/// How many rows of each table.
+/// How many rows of each table, and whether the waits' ends were traced.
 #[derive(Debug, Clone, Copy)]
 pub struct RenderOptions {
     pub top: usize,
+    /// The sched tracepoints recorded the threads' switches in: without them no wait has a
+    /// length, and the section counts waits instead of printing zeros.
+    pub ends_traced: bool,
+}
+
+/// The section when no wait has a length: counts per futex word, no times.
+fn render_untimed(
+    r: &WaitReport,
+    names: &HashMap<(u32, u64), String>,
+    opts: RenderOptions,
+) -> String {
+    let mut out = String::new();
+    let words = r.addresses.iter().filter(|a| a.unmeasured > 0).count();
+    let _ = writeln!(
+        out,
+        "Waits: {} block(s) of the program's threads recorded, {} of them futex waits on {words} futex word(s); how long they lasted is not known: the sched tracepoints did not record the threads' switches back in (record with sampling on, not --interval 0, as root)",
+        r.unmeasured, r.futex_unmeasured
+    );
+    if words > 0 {
+        out.push('\n');
+        let mut t = new_table(&["futex word", "waits (not timed)"], &[1]);
+        for a in r
+            .addresses
+            .iter()
+            .filter(|a| a.unmeasured > 0)
+            .take(opts.top)
+        {
+            t.add_row(vec![
+                word_label(names, a.pid, a.uaddr),
+                a.unmeasured.to_string(),
+            ]);
+        }
+        let _ = writeln!(out, "{t}");
+    }
+    out
 }
 
 /// The futex word's label: its global's name and address, or the address.
@@ -36,6 +71,9 @@ pub fn render(
     thread_names: &HashMap<u32, String>,
     opts: RenderOptions,
 ) -> String {
+    if !opts.ends_traced {
+        return render_untimed(r, names, opts);
+    }
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -192,7 +230,11 @@ mod tests {
         }];
         let r = waits(&threads, &states, &probe);
         let names = HashMap::from([((1, 0x5000), "HOT".to_string())]);
-        let text = render(&r, &names, &HashMap::new(), RenderOptions { top: 10 });
+        let opts = RenderOptions {
+            top: 10,
+            ends_traced: true,
+        };
+        let text = render(&r, &names, &HashMap::new(), opts);
         assert!(text.contains("1 futex wait(s), 0.002 s off CPU"), "{text}");
         assert!(text.contains("HOT (0x5000)"), "{text}");
         assert!(

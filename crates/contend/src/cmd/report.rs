@@ -224,7 +224,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     &w.names,
                     &w.thread_names,
                     report::waits::RenderOptions {
-                        top: args.locks.top
+                        top: args.locks.top,
+                        ends_traced: w.ends_traced,
                     }
                 )
             );

@@ -370,3 +370,31 @@ fn a_heap_mutex_is_named_by_its_block() {
         "{hot}"
     );
 }
+
+#[test]
+fn without_sampling_waits_are_counted_not_timed() {
+    let _one = serial();
+    if !root_for_perf() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(exe) = build("examples/waits/std_mutex.rs", dir.path()) else {
+        return;
+    };
+    common::record(
+        dir.path(),
+        &["--locks", "--interval", "0"],
+        &exe,
+        &["-n", "20"],
+    );
+    let w = waits_json(dir.path());
+    assert!(!w["ends_traced"].as_bool().unwrap(), "{w}");
+    assert!(w["futex_unmeasured"].as_u64().unwrap() > 0, "{w}");
+    assert_eq!(w["futex_waits"], 0, "no wait is given a length: {w}");
+    let text = stdout(&contend_in(dir.path(), &["report", "run"]));
+    assert!(text.contains("how long they lasted is not known"), "{text}");
+    assert!(
+        !text.contains("s off CPU"),
+        "no zeros for what was not measured: {text}"
+    );
+}
