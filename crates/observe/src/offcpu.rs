@@ -299,17 +299,16 @@ fn state_and_futex(
 /// same return addresses), so it is named once. Cleared when full.
 #[derive(Default)]
 struct ChainMemo {
-    known: HashMap<Vec<u64>, (Option<Arc<str>>, Option<FutexCall>)>,
+    known: HashMap<Vec<u64>, Meaning>,
 }
+
+/// What a chain says: its reason, and the futex call it passes.
+type Meaning = (Option<Arc<str>>, Option<FutexCall>);
 
 const MAX_MEMO: usize = 4096;
 
 impl ChainMemo {
-    fn meaning(
-        &mut self,
-        chain: &[u64],
-        symbols: &Kallsyms,
-    ) -> (Option<Arc<str>>, Option<FutexCall>) {
+    fn meaning(&mut self, chain: &[u64], symbols: &Kallsyms) -> Meaning {
         if let Some(m) = self.known.get(chain) {
             return m.clone();
         }
