@@ -301,9 +301,7 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
     let mut offcpu = None;
     let mut offcpu_unavailable = None;
     if plan.waits {
-        let streams = plan.run.path().join(trace::rundir::STREAMS_DIR);
-        let _ = std::fs::create_dir_all(&streams);
-        match crate::offcpu::OffCpuRecorder::open(&streams) {
+        match crate::offcpu::OffCpuRecorder::open(plan.run.path()) {
             Ok(r) => offcpu = Some(r),
             Err(u) => offcpu_unavailable = Some(u),
         }

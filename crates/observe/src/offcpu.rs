@@ -393,6 +393,9 @@ pub struct OffCpuRecorder {
     memo: ChainMemo,
     streams_dir: PathBuf,
     threads: HashMap<u32, ThreadStream>,
+    /// `maps/` of the run, and the processes whose memory map was saved there.
+    maps_dir: PathBuf,
+    maps_saved: std::collections::HashSet<u32>,
     /// Streams already closed (oldest first out, or at the end).
     closed: Vec<StreamEntry>,
     writes: u64,
@@ -423,8 +426,12 @@ fn unprivileged() -> String {
 
 impl OffCpuRecorder {
     /// Opens the events on the calling thread, to be inherited by the program it starts next
-    /// (enabled at its exec); the streams go to `streams_dir`.
-    pub fn open(streams_dir: &Path) -> Result<OffCpuRecorder, Unavailable> {
+    /// (enabled at its exec); the streams go to `run_dir/streams/`, the memory maps of the
+    /// processes seen to `run_dir/maps/`.
+    pub fn open(run_dir: &Path) -> Result<OffCpuRecorder, Unavailable> {
+        let streams_dir = run_dir.join(trace::rundir::STREAMS_DIR);
+        std::fs::create_dir_all(&streams_dir)
+            .map_err(|e| unavailable(format!("{}: {e}", streams_dir.display())))?;
         if REGS_MASK == 0 {
             return Err(unavailable(
                 "this architecture's registers are not known to contend",
@@ -504,8 +511,10 @@ impl OffCpuRecorder {
             },
             symbols,
             memo: ChainMemo::default(),
-            streams_dir: streams_dir.to_path_buf(),
+            streams_dir,
             threads: HashMap::new(),
+            maps_dir: run_dir.join(trace::layout::MAPS_DIR),
+            maps_saved: std::collections::HashSet::new(),
             closed: Vec::new(),
             writes: 0,
             first_error: None,
@@ -577,6 +586,18 @@ impl OffCpuRecorder {
         why: Option<&str>,
         futex: Option<FutexArgs>,
     ) {
+        if self.maps_saved.insert(pid) {
+            match save_maps(pid, &self.maps_dir) {
+                // Ended before this drain: its futex words are shown by address (the report
+                // says so).
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    self.first_error
+                        .get_or_insert_with(|| format!("memory map of process {pid}: {e}"));
+                }
+                Ok(()) => {}
+            }
+        }
         if !self.threads.contains_key(&tid) {
             let name = trace::layout::offcpu_stream(tid);
             let header = Header {
@@ -700,6 +721,30 @@ impl OffCpuRecorder {
             notes,
         }
     }
+}
+
+/// The longest memory map saved (a process with a hundred thousand mappings has ~10 MB).
+const MAX_MAPS_BYTES: u64 = 64 << 20;
+
+/// Saves `/proc/PID/maps` as `maps/PID-offcpu.maps` in the run directory (created new, never
+/// through a link), so that the futex words of a process the lock probe did not enter
+/// (statically linked, or the probe refused) are named too; where the probe saved maps, the
+/// reader merges both. A snapshot at the process's first block: libraries loaded after it are
+/// not in it.
+fn save_maps(pid: u32, maps_dir: &Path) -> io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut text = Vec::new();
+    std::fs::File::open(format!("/proc/{pid}/maps"))?
+        .take(MAX_MAPS_BYTES)
+        .read_to_end(&mut text)?;
+    std::fs::create_dir_all(maps_dir)?;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(maps_dir.join(format!("{pid}-offcpu.maps")))?
+        .write_all(&text)
 }
 
 fn privileged() -> bool {

@@ -29,10 +29,10 @@ fn open_or_skip(dir: &std::path::Path) -> Option<OffCpuRecorder> {
     }
 }
 
-/// Every stream's (pid, tid, blocks) in `dir`.
+/// Every stream's (pid, tid, blocks) in the run directory `dir`.
 fn read_streams(dir: &std::path::Path) -> Vec<(u32, u32, Vec<trace::offcpu::Block>)> {
     let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap() {
+    for e in std::fs::read_dir(dir.join(trace::rundir::STREAMS_DIR)).unwrap() {
         let path = e.unwrap().path();
         let file = StreamFile::open(&path).unwrap();
         let s: Stream = file.parse().unwrap();
@@ -57,13 +57,20 @@ fn only_the_program_is_traced() {
             std::thread::sleep(std::time::Duration::from_millis(2));
         }
     });
-    let child = Command::new("sh")
-        .args(["-c", "sleep 0.02; sleep 0.02"])
+    let mut child = Command::new("sh")
+        .args(["-c", "sleep 0.05; sleep 0.05"])
         .spawn()
         .expect("spawn sh");
     let pid = child.id();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success());
+    // Drained while it runs, as the launcher does: its memory map is read at its first block.
+    let status = loop {
+        rec.drain();
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    assert!(status.success());
     // And this thread's own blocks (the wait above, these sleeps) neither.
     std::thread::sleep(std::time::Duration::from_millis(10));
     sibling.join().unwrap();
@@ -89,6 +96,14 @@ fn only_the_program_is_traced() {
     assert!(sleeps >= 2, "{streams:?}");
     assert_eq!(done.stats.lost, 0);
     assert_eq!(done.streams.len(), streams.len());
+    // The child's memory map, for naming its futex words, in the run's maps/ only.
+    let maps = std::fs::read_to_string(dir.path().join(format!("maps/{pid}-offcpu.maps")))
+        .expect("the child's memory map saved");
+    assert!(
+        maps.lines()
+            .any(|l| l.ends_with("/sh") || l.contains("/dash") || l.contains("/bash")),
+        "{maps}"
+    );
 }
 
 #[test]

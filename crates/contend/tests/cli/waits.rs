@@ -398,3 +398,50 @@ fn without_sampling_waits_are_counted_not_timed() {
         "no zeros for what was not measured: {text}"
     );
 }
+
+/// A statically linked program: the probe cannot enter it (its locks are "not measured"), but
+/// its futex waits are recorded and its Mutex named from the memory map the off-CPU recorder
+/// saved.
+#[test]
+fn a_static_program_the_probe_cannot_enter_still_has_its_waits_named() {
+    let _one = serial();
+    if !root_for_perf() || !testkit::require_command("rustc", "rustc") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("std_mutex_static");
+    let built = Command::new("rustc")
+        .args([
+            "-O",
+            "--edition",
+            "2021",
+            "-C",
+            "target-feature=+crt-static",
+            "-o",
+        ])
+        .arg(&exe)
+        .arg(common::repo("examples/waits/std_mutex.rs"))
+        .output()
+        .expect("running rustc");
+    if !built.status.success() {
+        // No static C library here (libc6-dev's libc.a): a property of the machine.
+        testkit::skip(&format!("no static build: {}", show(&built)));
+        return;
+    }
+    let truth = common::record(dir.path(), &["--locks"], &exe, &[]);
+    let report = common::report_json(dir.path(), &["run"]);
+    assert!(
+        report.get("locks").is_none(),
+        "the probe cannot enter it: {report}"
+    );
+    let w = &report["waits"];
+    let addr = hex(&truth["hot.addr"]);
+    let size = num(&truth, "hot.size") as u64;
+    let hot = w["addresses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| (addr..addr + size).contains(&a["uaddr"].as_u64().unwrap()))
+        .unwrap_or_else(|| panic!("no futex word inside the Mutex at {addr:#x}: {w}"));
+    assert!(hot["name"].as_str().unwrap_or("").ends_with("HOT"), "{hot}");
+}
