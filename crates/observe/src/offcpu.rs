@@ -738,6 +738,10 @@ fn save_maps(pid: u32, maps_dir: &Path) -> io::Result<()> {
     std::fs::File::open(format!("/proc/{pid}/maps"))?
         .take(MAX_MAPS_BYTES)
         .read_to_end(&mut text)?;
+    if text.is_empty() {
+        // An exited process (a zombie) has no mappings: nothing worth a file.
+        return Err(io::Error::from(io::ErrorKind::NotFound));
+    }
     std::fs::create_dir_all(maps_dir)?;
     std::fs::OpenOptions::new()
         .write(true)
