@@ -538,6 +538,32 @@ pub fn run(
     Ok((elapsed, samples))
 }
 
+/// One benchmark under one policy: `contend bench numa`'s table cell.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct Cell {
+    pub bench: Bench,
+    pub policy: Policy,
+    pub elapsed_s: analysis::stats::Spread,
+    pub runs_s: Vec<f64>,
+    /// The last run's resident memory per process and node over time.
+    pub memory: Vec<MemorySample>,
+    /// The plan: processes, their threads' CPUs and memory placement.
+    pub plan: Vec<ProcessPlan>,
+}
+
+/// What `contend bench numa --json` prints.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct NumaResult {
+    pub bytes_per_process: u64,
+    pub loops: u32,
+    pub repeat: u32,
+    pub nodes: usize,
+    pub policies_differ: bool,
+    pub numa_balancing: &'static str,
+    pub cells: Vec<Cell>,
+    pub notes: Vec<String>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

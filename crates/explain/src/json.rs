@@ -466,6 +466,14 @@ pub struct RowJson<'a> {
     pub code: Option<&'a report::sharing::CodeName>,
 }
 
+/// The JSON form of the sharing results: the analysis, each process, and each line's and row's
+/// names beside their numbers.
+impl Serialize for crate::sharing::Sharing {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        SharingJson::of(self).serialize(s)
+    }
+}
+
 impl<'a> SharingJson<'a> {
     pub fn of(s: &'a crate::sharing::Sharing) -> SharingJson<'a> {
         let r = &s.report;

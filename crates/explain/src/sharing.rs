@@ -299,14 +299,6 @@ fn line_name(sym: &mut symbolize::Symbolizer, line: &HotLine, line_size: u32) ->
     }
 }
 
-/// The JSON form: the analysis, each process, and each line's and row's names beside their
-/// numbers (`json::SharingJson`).
-impl serde::Serialize for Sharing {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        crate::json::SharingJson::of(self).serialize(s)
-    }
-}
-
 impl Sharing {
     /// The heat strip (SVG) of each of the `top` most transferred lines, as `line-N.svg` and its
     /// text: which thread touches which bytes.

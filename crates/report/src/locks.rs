@@ -303,7 +303,8 @@ pub fn headline(r: &LockReport, naming: &Naming) -> Option<String> {
     ))
 }
 
-fn lock_table(locks: &[LockStats], naming: &Naming, what_if: Option<&WhatIfs>) -> String {
+/// The per-lock table, and whether its what-if column (the one the footnote explains) is shown.
+fn lock_table(locks: &[LockStats], naming: &Naming, what_if: Option<&WhatIfs>) -> (String, bool) {
     let mut t = new_table(
         &[
             "LOCK",
@@ -348,7 +349,8 @@ fn lock_table(locks: &[LockStats], naming: &Naming, what_if: Option<&WhatIfs>) -
             what_if_cell(l, what_if),
         ]);
     }
-    t.to_string()
+    // Column 15: RUN IF ITS WAITS WERE 0 (ms)*.
+    (t.to_string(), t.shows(15))
 }
 
 fn site_table(l: &LockStats, naming: &Naming, top: usize) -> String {
@@ -483,9 +485,11 @@ pub fn render(
             shown,
             r.locks.len()
         );
-        out.push_str(&lock_table(&r.locks[..shown], naming, r.what_if.as_ref()));
+        let (table, what_if_shown) = lock_table(&r.locks[..shown], naming, r.what_if.as_ref());
+        out.push_str(&table);
         out.push('\n');
-        if r.locks[..shown].iter().any(|l| l.contended > 0) {
+        // The footnote explains the starred column: none when it was left out to fit.
+        if what_if_shown && r.locks[..shown].iter().any(|l| l.contended > 0) {
             out.push_str(&what_if_note(r.what_if.as_ref(), naming));
         }
         for l in &r.locks[..shown] {

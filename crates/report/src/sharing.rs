@@ -271,6 +271,9 @@ fn ms(ns: u64) -> String {
 fn together_ms(ns: u64, exact: bool) -> String {
     if exact {
         format!("{} (exact, from the sched tracepoints)", ms(ns))
+    } else if ns == 0 {
+        // A lower bound of nothing says nothing: samples too coarse to see the overlap.
+        "not seen by the schedstat samples (too coarse for this run: a lower bound of 0)".into()
     } else {
         format!(
             "at least {} (a lower bound, from schedstat samples)",
@@ -712,6 +715,19 @@ mod tests {
                 analysis::concurrency::Method::SchedstatBound
             },
         })
+    }
+
+    #[test]
+    fn a_zero_lower_bound_of_threads_together_is_not_printed_as_a_figure() {
+        assert!(together_ms(0, false).starts_with("not seen by the schedstat samples"));
+        assert_eq!(
+            together_ms(1_200_000, false),
+            "at least 1.2 ms (a lower bound, from schedstat samples)"
+        );
+        assert_eq!(
+            together_ms(0, true),
+            "0.0 ms (exact, from the sched tracepoints)"
+        );
     }
 
     #[test]

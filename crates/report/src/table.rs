@@ -111,8 +111,18 @@ pub fn text_width(text: &str) -> usize {
     text.lines().map(|l| l.chars().count()).max().unwrap_or(0)
 }
 
-impl fmt::Display for Fitted {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+/// How a [`Fitted`] table is shown: the columns kept (in order), those dropped to fit, and the
+/// width its cells wrap to when even the kept ones do not fit.
+struct Layout {
+    kept: Vec<usize>,
+    dropped: Vec<usize>,
+    wrap: Option<usize>,
+    /// Fitted to a width at all (piped output is not, and ends without a newline).
+    fitted: bool,
+}
+
+impl Fitted {
+    fn layout(&self) -> Layout {
         let fit = FIT.get().cloned().unwrap_or_default();
         let n = self
             .table
@@ -132,13 +142,18 @@ impl fmt::Display for Fitted {
         if (1..n).any(named) {
             keep.retain(|&i| i == 0 || named(i));
         }
+        let mut dropped = Vec::new();
         let Some(width) = fit.width else {
-            return write!(f, "{}", self.subset(&keep, None));
+            return Layout {
+                kept: keep,
+                dropped,
+                wrap: None,
+                fitted: false,
+            };
         };
         let mut order: Vec<usize> = self.drop_first.clone();
         order.extend((1..n).rev().filter(|i| !self.drop_first.contains(i)));
         order.retain(|i| !self.keep.contains(i));
-        let mut dropped = Vec::new();
         let mut shown = self.subset(&keep, None).to_string();
         for i in order {
             // Two columns at least (a name and its value): past that, cells wrap.
@@ -151,13 +166,37 @@ impl fmt::Display for Fitted {
                 shown = self.subset(&keep, None).to_string();
             }
         }
-        if text_width(&shown) > width {
-            shown = self.subset(&keep, Some(width)).to_string();
+        dropped.sort_unstable();
+        let wrap = (text_width(&shown) > width).then_some(width);
+        Layout {
+            kept: keep,
+            dropped,
+            wrap,
+            fitted: true,
         }
-        writeln!(f, "{shown}")?;
-        if !dropped.is_empty() {
-            dropped.sort_unstable();
-            let names: Vec<String> = dropped.iter().map(|&i| self.header_name(i)).collect();
+    }
+
+    /// Whether column `i` is shown (not dropped to fit the terminal, nor left out by
+    /// `--columns`): what a footnote about it depends on.
+    pub fn shows(&self, i: usize) -> bool {
+        self.layout().kept.contains(&i)
+    }
+}
+
+impl fmt::Display for Fitted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let layout = self.layout();
+        let table = self.subset(&layout.kept, layout.wrap);
+        if !layout.fitted {
+            return write!(f, "{table}");
+        }
+        writeln!(f, "{table}")?;
+        if !layout.dropped.is_empty() {
+            let names: Vec<String> = layout
+                .dropped
+                .iter()
+                .map(|&i| self.header_name(i))
+                .collect();
             write!(
                 f,
                 "(left out to fit: {}; --wide shows all)",

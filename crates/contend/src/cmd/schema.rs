@@ -120,7 +120,7 @@ const OUTPUTS: &[Output] = &[
         name: "bench-numa",
         command: "contend bench numa --json",
         when: "",
-        schema: schema_of::<Versioned<crate::cmd::bench::numa::NumaResult>>,
+        schema: schema_of::<Versioned<bench::numa::NumaResult>>,
     },
 ];
 

@@ -111,6 +111,17 @@ fn wide_keeps_every_column_on_a_terminal_and_a_dropped_column_is_named() {
     let wide = on_terminal(locks.path(), 80, &["report", "--wide", "locks"]).join("\n");
     assert!(!wide.contains("left out to fit"), "{wide}");
     assert!(wide.lines().any(|l| l.chars().count() > 200), "{wide}");
+    // The what-if footnote explains the starred column: under it when shown, gone with it.
+    let footnote = "* the run's time if that lock never made a thread wait";
+    assert!(
+        wide.contains("WAITS WERE 0 (ms)*") && wide.contains(footnote),
+        "{wide}"
+    );
+    assert!(
+        fitted.contains("left out to fit: ") && fitted.contains("RUN IF ITS WAITS WERE 0 (ms)*"),
+        "the precondition: at 80 columns the what-if column is left out\n{fitted}"
+    );
+    assert!(!fitted.contains(footnote), "{fitted}");
     // --columns picks the columns by header; the first always shows.
     let picked = on_terminal(
         locks.path(),

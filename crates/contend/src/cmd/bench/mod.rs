@@ -4,7 +4,7 @@
 
 mod ctx;
 mod mem;
-pub(crate) mod numa;
+mod numa;
 
 use crate::exit::bad_input;
 use bench::atomic::{AtomicOptions, AtomicReport};

@@ -3,8 +3,7 @@
 
 use crate::exit::bad_input;
 use analysis::stats::Spread;
-use bench::numa::{self, Bench, Policy};
-use serde::Serialize;
+use bench::numa::{self, Bench, Cell, NumaResult, Policy};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -43,30 +42,6 @@ pub struct Args {
     /// Print the result as CSV.
     #[arg(long)]
     csv: bool,
-}
-
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct Cell {
-    pub bench: Bench,
-    pub policy: Policy,
-    pub elapsed_s: Spread,
-    pub runs_s: Vec<f64>,
-    /// The last run's resident memory per process and node over time.
-    pub memory: Vec<numa::MemorySample>,
-    /// The plan: processes, their threads' CPUs and memory placement.
-    pub plan: Vec<numa::ProcessPlan>,
-}
-
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct NumaResult {
-    pub bytes_per_process: u64,
-    pub loops: u32,
-    pub repeat: u32,
-    pub nodes: usize,
-    pub policies_differ: bool,
-    pub numa_balancing: &'static str,
-    pub cells: Vec<Cell>,
-    pub notes: Vec<String>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
