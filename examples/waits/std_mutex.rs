@@ -9,7 +9,9 @@
 //! Truth line (examples/README.md): `hot.addr` and `hot.size` the Mutex's address and size
 //! (its futex word lies inside it), and per thread `tN.tid`, `tN.lock_ns` (wall time inside
 //! `lock()`, CLOCK_MONOTONIC), `tN.offcpu_ns` (of that, the time the thread was not on a CPU:
-//! wall minus its own CPU clock), `tN.slow` (`lock()` calls that took over 50 µs: those that
+//! wall minus its own CPU clock), `tN.rundelay_ns` (of that, the time it was runnable but
+//! waiting for a CPU, from `/proc/thread-self/schedstat`'s run_delay: after a wake-up, or
+//! preempted inside the call), `tN.slow` (`lock()` calls that took over 50 µs: those that
 //! waited).
 
 use std::sync::{Barrier, Mutex};
@@ -47,7 +49,19 @@ struct Measured {
     tid: u32,
     lock_ns: u64,
     offcpu_ns: u64,
+    rundelay_ns: u64,
     slow: u64,
+}
+
+/// The thread's run_delay (ns waiting on a run queue), read from its open schedstat file.
+fn run_delay(schedstat: &std::fs::File) -> u64 {
+    use std::os::unix::fs::FileExt;
+    let mut buf = [0u8; 128];
+    let n = schedstat.read_at(&mut buf, 0).unwrap_or(0);
+    std::str::from_utf8(&buf[..n])
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0)
 }
 
 fn main() {
@@ -87,13 +101,18 @@ fn main() {
                         tid: tid(),
                         lock_ns: 0,
                         offcpu_ns: 0,
+                        rundelay_ns: 0,
                         slow: 0,
                     };
+                    let schedstat = std::fs::File::open("/proc/thread-self/schedstat").ok();
                     start.wait();
                     for _ in 0..n {
+                        let d0 = schedstat.as_ref().map_or(0, run_delay);
                         let (w0, c0) = (now(CLOCK_MONOTONIC), now(CLOCK_THREAD_CPUTIME_ID));
                         let guard = hot.lock().unwrap();
                         let (w1, c1) = (now(CLOCK_MONOTONIC), now(CLOCK_THREAD_CPUTIME_ID));
+                        let d1 = schedstat.as_ref().map_or(0, run_delay);
+                        m.rundelay_ns += d1.saturating_sub(d0);
                         let wall = w1 - w0;
                         m.lock_ns += wall;
                         m.offcpu_ns += wall.saturating_sub(c1 - c0);
@@ -119,8 +138,8 @@ fn main() {
     );
     for (i, m) in results.iter().enumerate() {
         line.push_str(&format!(
-            " t{i}.tid={} t{i}.lock_ns={} t{i}.offcpu_ns={} t{i}.slow={}",
-            m.tid, m.lock_ns, m.offcpu_ns, m.slow
+            " t{i}.tid={} t{i}.lock_ns={} t{i}.offcpu_ns={} t{i}.rundelay_ns={} t{i}.slow={}",
+            m.tid, m.lock_ns, m.offcpu_ns, m.rundelay_ns, m.slow
         ));
     }
     println!("{line}");

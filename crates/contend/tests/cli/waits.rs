@@ -28,16 +28,25 @@ fn hex(s: &str) -> u64 {
     u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap()
 }
 
-/// The threads of the example's truth line: (tid, time off CPU inside `lock()`, slow calls).
-fn truth_threads(truth: &Truth) -> Vec<(u32, f64, f64)> {
+/// A thread of the example's truth line, as it measured itself.
+struct TruthThread {
+    tid: u32,
+    /// Time off CPU inside `lock()` (wall minus the thread's CPU clock), ns.
+    offcpu: f64,
+    /// Of the calls' time, waiting on a run queue (schedstat run_delay), ns.
+    rundelay: f64,
+    /// `lock()` calls that took over 50 µs.
+    slow: f64,
+}
+
+fn truth_threads(truth: &Truth) -> Vec<TruthThread> {
     let n = num(truth, "threads") as usize;
     (0..n)
-        .map(|i| {
-            (
-                num(truth, &format!("t{i}.tid")) as u32,
-                num(truth, &format!("t{i}.offcpu_ns")),
-                num(truth, &format!("t{i}.slow")),
-            )
+        .map(|i| TruthThread {
+            tid: num(truth, &format!("t{i}.tid")) as u32,
+            offcpu: num(truth, &format!("t{i}.offcpu_ns")),
+            rundelay: num(truth, &format!("t{i}.rundelay_ns")),
+            slow: num(truth, &format!("t{i}.slow")),
         })
         .collect()
 }
@@ -78,7 +87,7 @@ fn std_mutex_wait_is_found() {
     }
     // Precondition: the threads did contend (the lock() calls that took over 50 µs).
     let threads = truth_threads(&truth);
-    let slow: f64 = threads.iter().map(|t| t.2).sum();
+    let slow: f64 = threads.iter().map(|t| t.slow).sum();
     assert!(slow >= 20.0, "the threads hardly contended: {truth:?}");
 
     let w = waits_json(dir.path());
@@ -100,33 +109,32 @@ fn std_mutex_wait_is_found() {
 
     // Per thread: contend's time from each futex block on HOT to the thread's switch back in,
     // against the program's time off CPU inside lock() (wall time minus its own CPU clock over
-    // the call). Both are off-CPU time inside the same calls, on CLOCK_MONOTONIC. What lies in
-    // one and not the other:
-    // - in the program's only: a preemption inside lock() outside a futex block (the ~100
-    //   spins before waiting, the CAS after the switch in) and a switch in that was not traced
-    //   (those waits are counted without a length): rare, each at most one time slice;
-    // - in either, at each end of each wait, the few µs between the program's clock reads and
-    //   the kernel's switch timestamps (the system call's entry and exit).
-    // 10 % of the thread's own figure covers a time slice or two per thread (4 ms at HZ=250
-    // against 30-130 ms off CPU per thread here), and 20 µs per slow call covers the edges.
+    // the call). Each futex block on HOT lies inside one lock() call, so contend's figure is at
+    // most the program's, but for the few µs at each end between the program's clock reads
+    // and the kernel's switch timestamps: 20 µs per waiting call. What the program counts and
+    // contend does not is run-queue time: a preemption inside lock() outside a futex block
+    // (the spins before waiting, the CAS after the switch in), and the run-queue part of a
+    // wait whose switch in the kernel did not deliver (contend ends it at its wake-up). The
+    // program measures that bound itself (its run_delay inside the calls, from schedstat), so
+    // on a machine loaded by others the gap may grow, but never past it. 5 % of the thread's
+    // figure is left for the clocks' and schedstat's granularity.
     let per_thread = &hot["threads"];
-    let mut found_total = 0.0;
-    let mut truth_total = 0.0;
-    for (tid, offcpu, slow) in &threads {
-        let found = per_thread[tid.to_string()].as_f64().unwrap_or(0.0);
-        let allowed = 0.10 * offcpu + 20_000.0 * slow;
-        eprintln!("thread {tid}: futex on HOT {found} ns, truth off CPU in lock() {offcpu} ns (±{allowed})");
-        assert!(
-            (found - offcpu).abs() <= allowed,
-            "thread {tid}: found {found} ns, truth {offcpu} ns, allowed ±{allowed}: {hot}"
+    for t in &threads {
+        let found = per_thread[t.tid.to_string()].as_f64().unwrap_or(0.0);
+        let edges = 20_000.0 * t.slow;
+        let above = 0.05 * t.offcpu + edges;
+        let below = 0.05 * t.offcpu + edges + t.rundelay;
+        eprintln!(
+            "thread {}: futex on HOT {found} ns, truth off CPU in lock() {} ns (run queue {} ns): allowed -{below}/+{above}",
+            t.tid, t.offcpu, t.rundelay
         );
-        found_total += found;
-        truth_total += offcpu;
+        assert!(
+            found <= t.offcpu + above && found >= t.offcpu - below,
+            "thread {}: found {found} ns, truth {} ns, allowed -{below}/+{above}: {hot}",
+            t.tid,
+            t.offcpu
+        );
     }
-    assert!(
-        (found_total - truth_total).abs() <= 0.10 * truth_total,
-        "all threads: {found_total} against {truth_total}"
-    );
 
     // Text: the section, the global's name, and the activity line's share left untraced.
     let out = contend_in(dir.path(), &["report", "run"]);
@@ -165,7 +173,7 @@ fn contends_own_threads_are_never_recorded() {
     };
     let truth = common::record(dir.path(), &["--locks"], &exe, &["-n", "10"]);
     let meta = common::meta(&dir.path().join("run"));
-    let tids: Vec<u32> = truth_threads(&truth).iter().map(|t| t.0).collect();
+    let tids: Vec<u32> = truth_threads(&truth).iter().map(|t| t.tid).collect();
     let offcpu: Vec<&Value> = meta["streams"]
         .as_array()
         .unwrap()
