@@ -27,6 +27,8 @@ missing() { printf 'contend tests: missing %s: %s\n' "$1" "$2" >&2; exit 1; }
 
 step "checking what the tests need"
 command -v cargo >/dev/null || missing cargo "install Rust with rustup (https://rustup.rs), then rerun"
+# The Rust examples (examples/waits/*.rs) are built with rustc alone, as the tests do.
+command -v rustc >/dev/null || missing rustc "install Rust with rustup (https://rustup.rs), then rerun"
 need_pkgs=()
 command -v cc >/dev/null || need_pkgs+=(gcc)          # builds the example programs
 command -v c++ >/dev/null || need_pkgs+=(g++)         # the C++ examples and symbolizer tests

@@ -309,7 +309,14 @@ pub fn render(v: &ActivityView, top: usize) -> String {
 /// Where the threads' blocked time went, when locks were recorded in the same run: lock,
 /// condition and barrier waits against the blocked time the sampler saw (both summed over
 /// threads). A line of text, or nothing without locks.
-pub fn blocked_explained(v: &ActivityView, locks: &analysis::locks::LockReport) -> String {
+///
+/// `futex_ns`: the blocked futex waits the off-CPU recorder found besides those the probe
+/// counted (`analysis::waits`), when it ran; they are taken out of "the other" share.
+pub fn blocked_explained(
+    v: &ActivityView,
+    locks: &analysis::locks::LockReport,
+    futex_ns: Option<u64>,
+) -> String {
     let blocked = v.blocked_ns as f64;
     if blocked <= 0.0 {
         return String::new();
@@ -318,7 +325,8 @@ pub fn blocked_explained(v: &ActivityView, locks: &analysis::locks::LockReport) 
     let cond = locks.conds.iter().map(|c| c.wait_ns).sum::<u64>() as f64;
     let barrier = locks.barriers.iter().map(|b| b.wait_ns).sum::<u64>() as f64;
     let pct = |x: f64| 100.0 * x / blocked;
-    let rest = blocked - lock - cond - barrier;
+    let futex = futex_ns.unwrap_or(0) as f64;
+    let rest = blocked - lock - cond - barrier - futex;
     let mut out = format!(
         "Blocked time, all threads: {:.3} s; lock waits {:.3} s ({:.0} %), condition waits {:.3} s ({:.0} %), barrier waits {:.3} s ({:.0} %); ",
         blocked / 1e9,
@@ -329,6 +337,14 @@ pub fn blocked_explained(v: &ActivityView, locks: &analysis::locks::LockReport) 
         barrier / 1e9,
         pct(barrier)
     );
+    if futex_ns.is_some() {
+        let _ = write!(
+            out,
+            "futex waits {:.3} s ({:.0} %) (see Waits); ",
+            futex / 1e9,
+            pct(futex)
+        );
+    }
     if rest >= 0.0 {
         let _ = write!(
             out,
@@ -454,7 +470,14 @@ mod tests {
         let input = analysis::locks::LockInput::default();
         let mut locks = analysis::locks::analyze(&input, &analysis::locks::Filter::default());
         locks.summary.wait_ns = 600_000_000;
-        let line = blocked_explained(&view(1_000_000_000), &locks);
+        let line = blocked_explained(&view(1_000_000_000), &locks, None);
+        assert!(!line.contains("futex"), "{line}");
+        let with_futex = blocked_explained(&view(1_000_000_000), &locks, Some(300_000_000));
+        assert!(
+            with_futex.contains("futex waits 0.300 s (30 %)")
+                && with_futex.contains("the other 0.100 s (10 %)"),
+            "{with_futex}"
+        );
         assert!(
             line.contains("lock waits 0.600 s (60 %)")
                 && line.contains("condition waits 0.000 s (0 %)")
@@ -462,11 +485,11 @@ mod tests {
             "{line}"
         );
         locks.summary.wait_ns = 1_500_000_000;
-        let line = blocked_explained(&view(1_000_000_000), &locks);
+        let line = blocked_explained(&view(1_000_000_000), &locks, None);
         assert!(
             line.contains("exceed the blocked time by 0.500 s"),
             "{line}"
         );
-        assert_eq!(blocked_explained(&view(0), &locks), "");
+        assert_eq!(blocked_explained(&view(0), &locks, None), "");
     }
 }
