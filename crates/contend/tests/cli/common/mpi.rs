@@ -272,8 +272,20 @@ pub fn check(
         let displaced = displaced_rounds(t, exits);
         let need = t.count.saturating_sub(displaced.len() as u64);
         if (found.len() as u64) < need {
+            // Every instance of this waiter and pattern, whatever its cause, and the exits:
+            // what a failure under load needs to be read.
+            let any_cause: Vec<(u64, u64, u64)> = instances
+                .iter()
+                .filter(|i| i["pattern"] == t.pattern.as_str() && i["rank"] == t.rank)
+                .map(|i| {
+                    let n = |k: &str| i[k].as_u64().unwrap_or(u64::MAX);
+                    (n("cause"), n("start_ns"), n("wait_ns"))
+                })
+                .collect();
             return Err(format!(
-                "{name} {example}: {t:?}: only {} instance(s) (rounds another rank may have                  caused: {displaced:?}): {found:?}",
+                "{name} {example}: {t:?}: only {} instance(s) (rounds another rank may have \
+                 caused: {displaced:?}; this waiter's instances as (cause, start, wait): \
+                 {any_cause:?}; exits: {exits:?}): {found:?}",
                 found.len()
             ));
         }
