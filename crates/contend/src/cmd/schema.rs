@@ -28,6 +28,17 @@ struct Output {
     schema: fn() -> Schema,
 }
 
+impl Output {
+    /// ` (when)` after the command, or nothing when it always prints this form.
+    fn when_in_brackets(&self) -> String {
+        if self.when.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", self.when)
+        }
+    }
+}
+
 /// The schema of `T` as serialised (`skip_serializing_if` fields optional, and so on).
 fn schema_of<T: JsonSchema>() -> Schema {
     SchemaSettings::draft2020_12()
@@ -129,11 +140,7 @@ pub fn schema(name: &str) -> Option<Schema> {
     let output = OUTPUTS.iter().find(|o| o.name == name)?;
     let mut schema = (output.schema)();
     schema.insert("title".into(), output.command.into());
-    let when = if output.when.is_empty() {
-        String::new()
-    } else {
-        format!(" ({})", output.when)
-    };
+    let when = output.when_in_brackets();
     schema.insert(
         "description".into(),
         format!(
@@ -180,11 +187,7 @@ pub fn run(args: Args) -> Result<()> {
             "The --json outputs; `contend schema NAME` prints one's JSON Schema:"
         );
         for o in OUTPUTS {
-            let when = if o.when.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", o.when)
-            };
+            let when = o.when_in_brackets();
             crate::output::outln!("  {:<20} {}{when}", o.name, o.command);
         }
         return Ok(());
