@@ -1,5 +1,5 @@
 //! Blocked waits of any runtime (issue 22, slice 1): the program's voluntary switches out
-//! (`offcpu-TID` streams), ended by the thread's next switch in (the sched tracepoints'
+//! (`offcpu-PID` streams), ended by the thread's next switch in (the sched tracepoints'
 //! `sched-TID` streams), grouped per futex address and per thread.
 //!
 //! A **futex wait** is a block whose kernel chain passes a futex wait system call; its key is

@@ -1,4 +1,4 @@
-//! The waits section (issue 22): the off-CPU streams (`offcpu-TID`) through `analysis::waits`,
+//! The waits section (issue 22): the off-CPU streams (`offcpu-PID`) through `analysis::waits`,
 //! ended by the sched tracepoints' state changes, the probe's waits taking the futex waits
 //! they cover, and each futex word named as the global it lies in.
 
@@ -44,26 +44,27 @@ pub(crate) fn waits(
     let mut index: HashMap<(u32, u32), usize> = HashMap::new();
     let mut unpaired = 0;
     for (_, s) in offcpu_streams(meta, streams) {
-        let (blocks, bad) = trace::offcpu::blocks(s.events());
+        let (blocks, bad) = trace::offcpu::blocks(s.events(), s.header.tid);
         unpaired += bad;
-        let blocks = blocks.into_iter().map(|b| BlockIn {
-            ts: b.ts,
-            reason: s.string(b.reason).map(String::from),
-            futex: b.futex,
-        });
-        // A thread whose stream the recorder closed and reopened (`offcpu-TID.2.cst`) is one
-        // thread: its blocks are merged, so each block ends before the thread's next.
-        let (pid, tid) = (s.header.pid, s.header.tid);
-        match index.get(&(pid, tid)) {
-            Some(&i) => threads[i].blocks.extend(blocks),
-            None => {
-                index.insert((pid, tid), threads.len());
+        // A process's stream holds its threads' blocks, each thread's in time order; a process
+        // whose stream the recorder closed and reopened (`offcpu-PID.2.cst`) is one process:
+        // its threads' blocks are merged, so each block ends before the thread's next.
+        let pid = s.header.pid;
+        for b in blocks {
+            let block = BlockIn {
+                ts: b.block.ts,
+                reason: s.string(b.block.reason).map(String::from),
+                futex: b.block.futex,
+            };
+            let i = *index.entry((pid, b.tid)).or_insert_with(|| {
                 threads.push(ThreadBlocks {
                     pid,
-                    tid,
-                    blocks: blocks.collect(),
+                    tid: b.tid,
+                    blocks: Vec::new(),
                 });
-            }
+                threads.len() - 1
+            });
+            threads[i].blocks.push(block);
         }
     }
     if threads.is_empty() && !meta.has(trace::Captured::OffCpu) {

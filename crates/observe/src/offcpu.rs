@@ -16,7 +16,8 @@
 //! and a note says so.
 //!
 //! Layers: [`parse_sample`], [`Kallsyms`] and [`reason`] are pure (unit-tested with recorded
-//! bytes); [`OffCpuRecorder`] opens, drains into `streams/offcpu-TID.cst` and closes.
+//! bytes); [`OffCpuRecorder`] opens, drains into `streams/offcpu-PID.cst` (one stream per
+//! process: see `trace::offcpu`) and closes.
 
 use crate::reopen::ReopeningFile;
 use crate::schedtrace::format::{Field, TracepointFormat};
@@ -369,18 +370,19 @@ struct Drained {
     futex: Option<FutexArgs>,
 }
 
-/// Streams kept open at once: the least recently written is closed past this (its thread
-/// gets `offcpu-TID.2.cst` should it block again), so the recorder's memory stays bounded
-/// (about 4 KiB each) however many threads the program creates.
+/// Streams kept open at once: the least recently written is closed past this (its process
+/// gets `offcpu-PID.2.cst` should a thread of it block again), so the recorder's memory stays
+/// bounded (about 4 KiB each) however many processes the program starts.
 pub const MAX_OPEN_STREAMS: usize = 512;
 
 /// Records buffered per stream between writes.
 const CHUNK_EVENTS: usize = 256;
 
-struct ThreadStream {
+struct ProcessStream {
     writer: StreamWriter<ReopeningFile>,
     file: String,
-    pid: u32,
+    /// The thread whose blocks were written last (a thread record is written when it changes).
+    tid: u32,
     /// When it was last written (the recorder's write count), for closing the oldest.
     last_write: u64,
 }
@@ -392,7 +394,8 @@ pub struct OffCpuRecorder {
     symbols: Kallsyms,
     memo: ChainMemo,
     streams_dir: PathBuf,
-    threads: HashMap<u32, ThreadStream>,
+    /// Open streams, by process.
+    processes: HashMap<u32, ProcessStream>,
     /// `maps/` of the run, and the processes whose memory map was saved there.
     maps_dir: PathBuf,
     maps_saved: std::collections::HashSet<u32>,
@@ -512,7 +515,7 @@ impl OffCpuRecorder {
             symbols,
             memo: ChainMemo::default(),
             streams_dir,
-            threads: HashMap::new(),
+            processes: HashMap::new(),
             maps_dir: run_dir.join(trace::layout::MAPS_DIR),
             maps_saved: std::collections::HashSet::new(),
             closed: Vec::new(),
@@ -598,14 +601,16 @@ impl OffCpuRecorder {
                 Ok(()) => {}
             }
         }
-        if !self.threads.contains_key(&tid) {
-            let name = trace::layout::offcpu_stream(tid);
+        if !self.processes.contains_key(&pid) {
+            let name = trace::layout::offcpu_stream(pid);
+            // The header names the process's main thread; a thread record precedes the blocks
+            // of any other (`trace::offcpu`).
             let header = Header {
-                kind: StreamKind::Thread,
+                kind: StreamKind::Process,
                 clock: ClockSource::Monotonic,
                 clock_hz: 1_000_000_000,
                 pid,
-                tid,
+                tid: pid,
                 rank: -1,
                 base_time: ts,
             };
@@ -617,15 +622,15 @@ impl OffCpuRecorder {
                     });
             match opened {
                 Ok((writer, file)) => {
-                    if self.threads.len() >= MAX_OPEN_STREAMS {
+                    if self.processes.len() >= MAX_OPEN_STREAMS {
                         self.close_oldest();
                     }
-                    self.threads.insert(
-                        tid,
-                        ThreadStream {
+                    self.processes.insert(
+                        pid,
+                        ProcessStream {
                             writer,
                             file,
-                            pid,
+                            tid: pid,
                             last_write: 0,
                         },
                     );
@@ -638,11 +643,15 @@ impl OffCpuRecorder {
                 }
             }
         }
-        let Some(t) = self.threads.get_mut(&tid) else {
+        let Some(t) = self.processes.get_mut(&pid) else {
             return;
         };
         self.writes += 1;
         t.last_write = self.writes;
+        if t.tid != tid {
+            t.writer.push(&trace::offcpu::thread_record(ts, tid));
+            t.tid = tid;
+        }
         let reason = why.map_or(NO_REASON, |w| t.writer.intern_string(w));
         self.stats.blocks += 1;
         self.stats.futex_waits += u64::from(futex.is_some());
@@ -658,7 +667,7 @@ impl OffCpuRecorder {
         }
     }
 
-    fn close(&mut self, tid: u32, t: ThreadStream, end_time: u64) {
+    fn close(&mut self, pid: u32, t: ProcessStream, end_time: u64) {
         let (events, dropped) = match t.writer.finish(end_time) {
             Ok(s) => (s.events, s.dropped),
             Err(e) => {
@@ -668,9 +677,9 @@ impl OffCpuRecorder {
         };
         self.closed.push(StreamEntry {
             file: t.file,
-            kind: StreamKind::Thread,
-            pid: t.pid,
-            tid,
+            kind: StreamKind::Process,
+            pid,
+            tid: pid,
             rank: None,
             events,
             dropped,
@@ -681,21 +690,21 @@ impl OffCpuRecorder {
 
     /// Streams open now (at most [`MAX_OPEN_STREAMS`]).
     pub fn open_streams(&self) -> usize {
-        self.threads.len()
+        self.processes.len()
     }
 
     /// Closes the stream written longest ago.
     fn close_oldest(&mut self) {
-        let Some(tid) = self
-            .threads
+        let Some(pid) = self
+            .processes
             .iter()
             .min_by_key(|(_, t)| t.last_write)
-            .map(|(&tid, _)| tid)
+            .map(|(&pid, _)| pid)
         else {
             return;
         };
-        if let Some(t) = self.threads.remove(&tid) {
-            self.close(tid, t, crate::clock::monotonic_ns());
+        if let Some(t) = self.processes.remove(&pid) {
+            self.close(pid, t, crate::clock::monotonic_ns());
         }
     }
 
@@ -706,8 +715,8 @@ impl OffCpuRecorder {
             unsafe { sys::ioctls::DISABLE(ring.fds[0].as_raw_fd(), 0) };
         }
         self.drain();
-        for (tid, t) in std::mem::take(&mut self.threads) {
-            self.close(tid, t, end_time);
+        for (pid, t) in std::mem::take(&mut self.processes) {
+            self.close(pid, t, end_time);
         }
         let mut streams = std::mem::take(&mut self.closed);
         let mut notes = std::mem::take(&mut self.notes);

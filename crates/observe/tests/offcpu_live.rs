@@ -2,6 +2,7 @@
 //! recorder's own threads), and a futex wait comes with its address and operation.
 
 use observe::offcpu::OffCpuRecorder;
+use std::collections::BTreeMap;
 use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
 use trace::offcpu::blocks;
@@ -29,16 +30,34 @@ fn open_or_skip(dir: &std::path::Path) -> Option<OffCpuRecorder> {
     }
 }
 
-/// Every stream's (pid, tid, blocks) in the run directory `dir`.
+/// Every thread's (pid, tid, blocks) in the run directory `dir`'s streams (one per process).
 fn read_streams(dir: &std::path::Path) -> Vec<(u32, u32, Vec<trace::offcpu::Block>)> {
+    read_processes(dir)
+        .into_iter()
+        .flat_map(|(pid, threads)| {
+            threads
+                .into_iter()
+                .map(move |(tid, blocks)| (pid, tid, blocks))
+        })
+        .collect()
+}
+
+type ThreadsBlocks = BTreeMap<u32, Vec<trace::offcpu::Block>>;
+
+/// Each stream's process and its threads' blocks, in the run directory `dir`.
+fn read_processes(dir: &std::path::Path) -> Vec<(u32, ThreadsBlocks)> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir.join(trace::rundir::STREAMS_DIR)).unwrap() {
         let path = e.unwrap().path();
         let file = StreamFile::open(&path).unwrap();
         let s: Stream = file.parse().unwrap();
-        let (b, unpaired) = blocks(s.events());
+        let (read, unpaired) = blocks(s.events(), s.header.tid);
         assert_eq!(unpaired, 0, "{}", path.display());
-        out.push((s.header.pid, s.header.tid, b));
+        let mut threads = ThreadsBlocks::new();
+        for b in read {
+            threads.entry(b.tid).or_default().push(b.block);
+        }
+        out.push((s.header.pid, threads));
     }
     out
 }
@@ -172,11 +191,13 @@ fn a_blocked_futex_wait_has_its_address() {
 /// The environment variable that makes this test binary the many-threads child.
 const MANY: &str = "CONTEND_OFFCPU_LIVE_MANY";
 
+/// Threads of one process share its stream: many threads cost one file, and every thread's
+/// blocks come back as its own.
 #[test]
-fn many_threads_keep_the_open_streams_bounded() {
-    const THREADS: usize = observe::offcpu::MAX_OPEN_STREAMS + 100;
+fn many_threads_share_their_process_stream() {
+    const THREADS: usize = 600;
     if std::env::var_os(MANY).is_some() {
-        // The child: THREADS threads, a few alive at once, each sleeping twice.
+        // The child: THREADS threads, 50 alive at once, each sleeping twice.
         for _ in 0..THREADS / 50 {
             let handles: Vec<_> = (0..50)
                 .map(|_| {
@@ -198,8 +219,92 @@ fn many_threads_keep_the_open_streams_bounded() {
         return;
     };
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "many_threads_keep_the_open_streams_bounded"])
+        .args(["--exact", "many_threads_share_their_process_stream"])
         .env(MANY, "1")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut most = 0;
+    let status = loop {
+        rec.drain();
+        most = most.max(rec.open_streams());
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    assert!(status.success());
+    let done = rec.finish(u64::MAX);
+    // The test binary is one process (libtest's threads included).
+    assert_eq!(most, 1, "{most} streams open at once");
+    let processes = read_processes(dir.path());
+    assert_eq!(processes.len(), 1, "one stream for one process");
+    let (p, threads) = &processes[0];
+    assert_eq!(*p, pid);
+    // Every worker slept twice (a sleep of 1 ms always blocks); libtest's threads are there too.
+    let sleepers = threads.values().filter(|b| b.len() >= 2).count();
+    assert!(
+        sleepers >= THREADS,
+        "{sleepers} threads blocked twice or more"
+    );
+    let blocks: usize = threads.values().map(Vec::len).sum();
+    assert_eq!(
+        blocks as u64, done.stats.blocks,
+        "every block written is read back"
+    );
+    assert_eq!(done.streams.len(), 1);
+}
+
+/// The environment variable that makes this test binary the child that starts processes.
+const FORKS: &str = "CONTEND_OFFCPU_LIVE_FORKS";
+
+/// However many processes the program starts, the streams open at once stay bounded: past
+/// [`observe::offcpu::MAX_OPEN_STREAMS`] the oldest is closed, and a process that blocks again
+/// gets a second stream, read back as the same process.
+#[test]
+fn many_processes_keep_the_open_streams_bounded() {
+    const PROCESSES: usize = observe::offcpu::MAX_OPEN_STREAMS + 60;
+    if std::env::var_os(FORKS).is_some() {
+        // The child: PROCESSES shells alive at once, each blocking (in its sleep's wait, then
+        // in `read`), and again only once every shell said it is ready: by then more than
+        // MAX_OPEN_STREAMS processes have blocked since the first shell last did.
+        // Two pipes shared by all the shells, so the child holds no descriptor per shell: each
+        // says "ready" on one and reads its own "go" line from the other (`read` takes one line).
+        use std::io::{BufRead, BufReader, Write};
+        let (ready_r, ready_w) = std::io::pipe().unwrap();
+        let (go_r, mut go_w) = std::io::pipe().unwrap();
+        let mut children = Vec::new();
+        for _ in 0..PROCESSES {
+            let c = Command::new("sh")
+                .args(["-c", "sleep 0.01; echo ready; read x; sleep 0.01"])
+                .stdin(go_r.try_clone().unwrap())
+                .stdout(ready_w.try_clone().unwrap())
+                .spawn()
+                .unwrap();
+            children.push(c);
+        }
+        drop((ready_w, go_r));
+        let mut ready = BufReader::new(ready_r);
+        for _ in 0..PROCESSES {
+            let mut line = String::new();
+            ready.read_line(&mut line).unwrap();
+            assert_eq!(line, "ready\n");
+        }
+        go_w.write_all(&b"go\n".repeat(PROCESSES)).unwrap();
+        for mut c in children {
+            assert!(c.wait().unwrap().success());
+        }
+        return;
+    }
+    let _one = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let Some(mut rec) = open_or_skip(dir.path()) else {
+        return;
+    };
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "many_processes_keep_the_open_streams_bounded"])
+        .env(FORKS, "1")
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
@@ -218,17 +323,28 @@ fn many_threads_keep_the_open_streams_bounded() {
         most <= observe::offcpu::MAX_OPEN_STREAMS,
         "{most} streams open at once"
     );
-    let streams = read_streams(dir.path());
-    let threads: std::collections::HashSet<u32> = streams.iter().map(|s| s.1).collect();
+    let processes = read_processes(dir.path());
+    let distinct: std::collections::HashSet<u32> = processes.iter().map(|p| p.0).collect();
+    // The shells (and their sleeps, each its own process).
     assert!(
-        threads.len() >= THREADS - THREADS / 50,
-        "{} threads recorded",
-        threads.len()
+        distinct.len() > PROCESSES,
+        "{} processes recorded",
+        distinct.len()
     );
-    let blocks: usize = streams.iter().map(|s| s.2.len()).sum();
+    assert!(
+        processes.len() > distinct.len(),
+        "no process was given a second stream: {} streams, {} processes",
+        processes.len(),
+        distinct.len()
+    );
+    let blocks: usize = processes
+        .iter()
+        .flat_map(|p| p.1.values())
+        .map(Vec::len)
+        .sum();
     assert_eq!(
         blocks as u64, done.stats.blocks,
         "every block written is read back"
     );
-    assert_eq!(done.streams.len(), streams.len());
+    assert_eq!(done.streams.len(), processes.len());
 }

@@ -299,6 +299,9 @@ pub enum EventKind {
     /// The futex arguments of the preceding `OffCpuBlock` (same time): `aux` the operation
     /// (`si & 0xff`), `site` and `obj` bits 32..47 and 0..31 of the address (`di`).
     OffCpuFutex,
+    /// In a process's off-CPU stream, the blocks that follow (until the next such record) are
+    /// thread `obj`'s; `aux` and `site` are 0.
+    OffCpuThread,
     Unknown(u8),
 }
 
@@ -331,6 +334,7 @@ impl EventKind {
     pub const MPI_CLOCK_OFFSET: u8 = 26;
     pub const OFFCPU_BLOCK: u8 = 27;
     pub const OFFCPU_FUTEX: u8 = 28;
+    pub const OFFCPU_THREAD: u8 = 29;
 
     #[inline]
     pub fn from_u8(v: u8) -> EventKind {
@@ -363,6 +367,7 @@ impl EventKind {
             Self::MPI_CLOCK_OFFSET => EventKind::MpiClockOffset,
             Self::OFFCPU_BLOCK => EventKind::OffCpuBlock,
             Self::OFFCPU_FUTEX => EventKind::OffCpuFutex,
+            Self::OFFCPU_THREAD => EventKind::OffCpuThread,
             other => EventKind::Unknown(other),
         }
     }
@@ -398,6 +403,7 @@ impl EventKind {
             EventKind::MpiClockOffset => Self::MPI_CLOCK_OFFSET,
             EventKind::OffCpuBlock => Self::OFFCPU_BLOCK,
             EventKind::OffCpuFutex => Self::OFFCPU_FUTEX,
+            EventKind::OffCpuThread => Self::OFFCPU_THREAD,
             EventKind::Unknown(v) => v,
         }
     }
@@ -432,6 +438,7 @@ impl EventKind {
             EventKind::MpiClockOffset => "mpi-clock-offset",
             EventKind::OffCpuBlock => "offcpu-block",
             EventKind::OffCpuFutex => "offcpu-futex",
+            EventKind::OffCpuThread => "offcpu-thread",
             EventKind::Unknown(v) => return format!("unknown kind {v}"),
         }
         .to_string()
@@ -455,6 +462,7 @@ impl EventKind {
                 | EventKind::MpiClockOffset
                 | EventKind::OffCpuBlock
                 | EventKind::OffCpuFutex
+                | EventKind::OffCpuThread
                 | EventKind::Unknown(_)
         )
     }

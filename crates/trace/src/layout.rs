@@ -30,8 +30,8 @@ pub enum StreamRole {
     System,
     /// An MPI rank's calls from the PMPI wrapper (`streams/rank-R.cst`, `rank-R.N.cst`).
     MpiRank,
-    /// A thread's voluntary switches out, with their reason and futex arguments
-    /// (`streams/offcpu-TID.cst`, see [`crate::offcpu`]), in CLOCK_MONOTONIC.
+    /// A process's threads' voluntary switches out, with their reason and futex arguments
+    /// (`streams/offcpu-PID.cst`, see [`crate::offcpu`]), in CLOCK_MONOTONIC.
     OffCpu,
     /// A role written by a newer contend: its stream is left alone.
     #[serde(other)]
@@ -66,12 +66,12 @@ pub fn sampler_stream(tid: u32) -> String {
     format!("{SAMPLER_STREAM_PREFIX}{tid}")
 }
 
-/// Stream name (without `.cst`) of thread `tid`'s off-CPU blocks.
-pub fn offcpu_stream(tid: u32) -> String {
-    format!("{OFFCPU_STREAM_PREFIX}{tid}")
+/// Stream name (without `.cst`) of the off-CPU blocks of process `pid`'s threads.
+pub fn offcpu_stream(pid: u32) -> String {
+    format!("{OFFCPU_STREAM_PREFIX}{pid}")
 }
 
-/// Prefix of the off-CPU recorder's per-thread streams.
+/// Prefix of the off-CPU recorder's per-process streams.
 pub const OFFCPU_STREAM_PREFIX: &str = "offcpu-";
 
 /// Prefix of the sampler's per-thread streams.
@@ -267,7 +267,7 @@ mod tests {
         assert_eq!(sampler_stream(7), "sched-7");
         assert_eq!(offcpu_stream(7), "offcpu-7");
         assert_eq!(
-            StreamRole::infer("streams/offcpu-7.cst", StreamKind::Thread),
+            StreamRole::infer("streams/offcpu-7.cst", StreamKind::Process),
             StreamRole::OffCpu
         );
     }

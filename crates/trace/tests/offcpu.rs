@@ -1,28 +1,32 @@
-//! Off-CPU streams (`offcpu-TID.cst`) written and read back, cut anywhere, bit-flipped, and
+//! Off-CPU streams (`offcpu-PID.cst`) written and read back, cut anywhere, bit-flipped, and
 //! with a reason id that names no string.
 
 use trace::format::{HEADER_LEN, NO_STRING};
-use trace::offcpu::{blocks, Block, FutexArgs};
+use trace::offcpu::{blocks, thread_record, Block, FutexArgs, ThreadBlock};
 use trace::{ClockSource, Header, Problem, Record, Stream, StreamKind, StreamWriter};
 
 fn header() -> Header {
     Header {
-        kind: StreamKind::Thread,
+        kind: StreamKind::Process,
         clock: ClockSource::Monotonic,
         clock_hz: 1_000_000_000,
         pid: 100,
-        tid: 101,
+        tid: 100,
         rank: -1,
         base_time: 1_000,
     }
 }
 
-/// `n` blocks, every other one a futex wait, written in chunks of `chunk` records; the blocks
-/// as written and the stream's bytes, with the offsets where chunks end.
-fn sample(n: u64, chunk: usize) -> (Vec<Block>, Vec<u8>, Vec<usize>) {
+/// `n` blocks of three threads (100, 101, 102 by turns, two at a time), every other one a
+/// futex wait, written in chunks of `chunk` records as the recorder writes them (a thread
+/// record whenever the thread changes); the blocks as written and the stream's bytes, with the
+/// offsets where chunks end.
+fn sample(n: u64, chunk: usize) -> (Vec<ThreadBlock>, Vec<u8>, Vec<usize>) {
     let mut w = StreamWriter::new(Vec::new(), &header(), chunk).unwrap();
     let mut written = Vec::new();
+    let mut current = header().tid;
     for i in 0..n {
+        let tid = 100 + (i / 2 % 3) as u32;
         let futex = i % 2 == 0;
         let reason = w.intern_string(if futex {
             "futex_do_wait (__x64_sys_futex)"
@@ -38,10 +42,14 @@ fn sample(n: u64, chunk: usize) -> (Vec<Block>, Vec<u8>, Vec<usize>) {
                 op: 0x89,
             }),
         };
+        if tid != current {
+            w.push(&thread_record(b.ts, tid));
+            current = tid;
+        }
         for r in b.encode() {
             w.push(&r);
         }
-        written.push(b);
+        written.push(ThreadBlock { tid, block: b });
     }
     let bytes = w.finish_into(99_999).unwrap();
     let mut bounds = vec![HEADER_LEN];
@@ -59,15 +67,18 @@ fn blocks_round_trip_through_a_stream() {
     let (written, bytes, _) = sample(9, 4);
     let s = Stream::parse(&bytes).unwrap();
     assert!(s.is_complete());
-    assert_eq!(s.events, 9 + 5);
-    let (read, unpaired) = blocks(s.events());
+    // 9 blocks, 5 of them futex waits, and 4 changes of thread (100 100 101 101 102 102 100 100 101).
+    assert_eq!(s.events, 9 + 5 + 4);
+    let (read, unpaired) = blocks(s.events(), s.header.tid);
     assert_eq!(read, written);
     assert_eq!(unpaired, 0);
+    let threads: std::collections::BTreeSet<u32> = read.iter().map(|b| b.tid).collect();
+    assert_eq!(threads.into_iter().collect::<Vec<_>>(), [100, 101, 102]);
     assert_eq!(
-        s.string(read[0].reason),
+        s.string(read[0].block.reason),
         Some("futex_do_wait (__x64_sys_futex)")
     );
-    assert_eq!(read[3].reason, NO_STRING);
+    assert_eq!(read[3].block.reason, NO_STRING);
 }
 
 /// A stream cut anywhere reads as its whole chunks or is refused as cut; what reads decodes to
@@ -83,9 +94,11 @@ fn a_cut_stream_gives_a_prefix_or_is_refused() {
                     bounds.contains(&len),
                     "cut at {len} inside a chunk accepted"
                 );
-                let (read, unpaired) = blocks(s.events());
+                let (read, unpaired) = blocks(s.events(), s.header.tid);
                 for (i, b) in read.iter().enumerate() {
                     let w = &written[i];
+                    assert_eq!(b.tid, w.tid, "cut at {len}, block {i}: another thread's");
+                    let (b, w) = (&b.block, &w.block);
                     assert_eq!((b.ts, b.state, b.reason), (w.ts, w.state, w.reason));
                     if i + 1 < read.len() || unpaired == 0 {
                         assert_eq!(b.futex, w.futex, "cut at {len}, block {i}");
