@@ -127,6 +127,8 @@ pub struct WaitReport {
     /// Other blocks and their time, ns.
     pub other_blocks: u64,
     pub other_ns: u64,
+    /// Of `other_ns`, the time from the wake-up to the switch in (run queue), where traced.
+    pub other_runqueue_ns: u64,
     /// Blocks whose end (the thread's switch in) was not traced.
     pub unmeasured: u64,
     /// Of those, futex waits.
@@ -287,6 +289,7 @@ pub fn waits(
                     tw.other_ns += len;
                     report.other_blocks += 1;
                     report.other_ns += len;
+                    report.other_runqueue_ns += runq.unwrap_or(0);
                 }
             }
         }

@@ -88,6 +88,7 @@ pub struct WaitsJson<'a> {
     pub probe_counted_ns: u64,
     pub other_blocks: u64,
     pub other_ns: u64,
+    pub other_runqueue_ns: u64,
     pub unmeasured: u64,
     pub futex_unmeasured: u64,
     pub addresses: Vec<FutexWordJson<'a>>,
@@ -117,6 +118,7 @@ impl<'a> WaitsJson<'a> {
             probe_counted_ns: r.probe_counted_ns,
             other_blocks: r.other_blocks,
             other_ns: r.other_ns,
+            other_runqueue_ns: r.other_runqueue_ns,
             unmeasured: r.unmeasured,
             futex_unmeasured: r.futex_unmeasured,
             addresses: r

@@ -135,13 +135,17 @@ impl Run {
             .map(|u| u.why.as_str())
     }
 
-    /// The time blocked in futex waits found besides the probe's (to the wake-up: the
-    /// run-queue time after it is not blocked time), ns, when the waits' ends were traced.
-    pub fn futex_wait_ns(&self) -> Option<u64> {
-        self.waits
-            .as_ref()
-            .filter(|w| w.ends_traced)
-            .map(|w| w.report.futex_ns.saturating_sub(w.report.futex_runqueue_ns))
+    /// What the off-CPU recorder saw of the threads' blocked time, when the waits' ends were
+    /// traced: the futex waits found besides the probe's, and the other blocks (sleeps, I/O,
+    /// kernel locks), each to its wake-up (the run-queue time after it is not blocked time).
+    pub fn off_cpu_blocked(&self) -> Option<report::activity::OffCpuBlocked> {
+        self.waits.as_ref().filter(|w| w.ends_traced).map(|w| {
+            let r = &w.report;
+            report::activity::OffCpuBlocked {
+                futex_ns: r.futex_ns.saturating_sub(r.futex_runqueue_ns),
+                other_ns: r.other_ns.saturating_sub(r.other_runqueue_ns),
+            }
+        })
     }
 }
 

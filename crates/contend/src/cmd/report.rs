@@ -197,7 +197,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             if let Some(l) = &loaded.locks {
                 crate::output::out!(
                     "{}",
-                    report::activity::blocked_explained(&a.view, &l.report, loaded.futex_wait_ns())
+                    report::activity::blocked_explained(
+                        &a.view,
+                        &l.report,
+                        loaded.off_cpu_blocked()
+                    )
                 );
             }
         }

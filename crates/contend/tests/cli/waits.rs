@@ -180,23 +180,29 @@ fn contends_own_threads_are_never_recorded() {
         .iter()
         .filter(|s| s["role"] == "off-cpu")
         .collect();
-    assert!(!offcpu.is_empty(), "{meta}");
-    // The program's process: the pid of its threads' streams.
-    let pid = offcpu
-        .iter()
-        .find(|s| tids.contains(&(s["tid"].as_u64().unwrap() as u32)))
-        .map(|s| s["pid"].as_u64().unwrap())
-        .unwrap_or_else(|| panic!("no off-CPU stream of the program's threads: {meta}"));
-    for s in &offcpu {
-        let tid = s["tid"].as_u64().unwrap();
+    // One stream per process, and the program is one process: the pid of its threads.
+    assert_eq!(offcpu.len(), 1, "{meta}");
+    let pid = offcpu[0]["pid"].as_u64().unwrap();
+    assert_eq!(offcpu[0]["tid"], pid, "{meta}");
+    let report = common::report_json(dir.path(), &["run"]);
+    let threads = report["waits"]["threads"].as_array().unwrap();
+    assert!(
+        threads
+            .iter()
+            .any(|t| tids.contains(&(t["tid"].as_u64().unwrap() as u32))),
+        "no wait of the program's threads {tids:?}: {}",
+        report["waits"]
+    );
+    for t in threads {
+        let tid = t["tid"].as_u64().unwrap();
         assert_eq!(
-            s["pid"].as_u64().unwrap(),
+            t["pid"].as_u64().unwrap(),
             pid,
-            "a stream of another process: {s}"
+            "a thread of another process: {t}"
         );
         assert!(
             tid == pid || tids.contains(&(tid as u32)),
-            "thread {tid} is not the program's (main {pid}, threads {tids:?}): {s}"
+            "thread {tid} is not the program's (main {pid}, threads {tids:?}): {t}"
         );
     }
 }
