@@ -43,6 +43,7 @@ command -v gfortran >/dev/null || need_pkgs+=(gfortran)  # the Fortran MPI examp
 command -v clang >/dev/null || need_pkgs+=(clang)        # `contend cc` is tested with gcc and clang
 command -v perf >/dev/null || need_pkgs+=(linux-perf)    # perf c2c report checks the PMU back end's import
 command -v man >/dev/null || need_pkgs+=(man-db)        # `contend man` pages are rendered with man -l
+command -v bpftrace >/dev/null || need_pkgs+=(bpftrace)  # the futex waits' independent oracle (scripts/futex-wait.bt)
 command -v ip >/dev/null || need_pkgs+=(iproute2)        # the fake cluster (scripts/fake-cluster.sh) joins its hosts with veth pairs
 if ((${#need_pkgs[@]})); then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then

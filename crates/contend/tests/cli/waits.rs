@@ -1,7 +1,8 @@
 //! Blocked futex waits of any runtime (issue 22, slice 1), end to end: a Rust
 //! `std::sync::Mutex` the lock probe cannot see, found by its futex waits on the Mutex's
 //! address and measured against the program's own clocks; contend's own threads never
-//! recorded; a pthread lock's futex waits left to the probe; perf refused; `--no-waits`.
+//! recorded; a pthread lock's futex waits left to the probe; perf refused; `--no-waits`; and
+//! bpftrace, an independent oracle, agreeing per thread.
 
 use crate::common::{self, build, contend_in, num, serial, show, stdout, Truth};
 use serde_json::Value;
@@ -458,4 +459,117 @@ fn a_static_program_the_probe_cannot_enter_still_has_its_waits_named() {
         .find(|a| (addr..addr + size).contains(&a["uaddr"].as_u64().unwrap()))
         .unwrap_or_else(|| panic!("no futex word inside the Mutex at {addr:#x}: {w}"));
     assert!(hot["name"].as_str().unwrap_or("").ends_with("HOT"), "{hot}");
+}
+
+/// `@NAME[PID, TID]: VALUE` lines of a bpftrace map, as ((pid, tid), value).
+fn bpftrace_map(out: &str, name: &str) -> std::collections::BTreeMap<(u32, u32), f64> {
+    out.lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix(&format!("@{name}["))?;
+            let (key, value) = rest.split_once("]: ")?;
+            let (pid, tid) = key.split_once(", ")?;
+            Some((
+                (pid.trim().parse().ok()?, tid.trim().parse().ok()?),
+                value.trim().parse().ok()?,
+            ))
+        })
+        .collect()
+}
+
+/// bpftrace, killed should the test fail before it is stopped (its syscall tracepoints slow
+/// every task on the machine).
+struct Oracle(std::process::Child);
+
+impl Drop for Oracle {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The independent oracle (issue 22): bpftrace timing every futex wait system call of the
+/// program's threads (scripts/futex-wait.bt) agrees with contend's per-thread futex wait time
+/// on the same run within 5 %.
+#[test]
+fn bpftrace_agrees_per_thread() {
+    let _one = serial();
+    if !root_for_perf() || !testkit::require_command("bpftrace", "bpftrace") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(exe) = build("examples/waits/std_mutex.rs", dir.path()) else {
+        return;
+    };
+    let bt_out = dir.path().join("bpftrace.out");
+    let mut bt = Oracle(
+        Command::new("bpftrace")
+            .arg(common::repo("scripts/futex-wait.bt"))
+            .arg("std_mutex")
+            .stdout(std::fs::File::create(&bt_out).unwrap())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("running bpftrace"),
+    );
+    // Its probes are attached once it says so (compiling the script takes seconds).
+    let started = std::time::Instant::now();
+    while !std::fs::read_to_string(&bt_out)
+        .unwrap_or_default()
+        .contains("Attaching")
+    {
+        if let Some(status) = bt.0.try_wait().unwrap() {
+            panic!("bpftrace ended before attaching: {status}");
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(120),
+            "bpftrace had not attached after 120 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let truth = common::record(dir.path(), &["--locks"], &exe, &[]);
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(bt.0.id() as i32, libc::SIGINT) };
+    let status = bt.0.wait().unwrap();
+    assert!(status.success(), "bpftrace: {status}");
+    let out = std::fs::read_to_string(&bt_out).unwrap();
+    let oracle = bpftrace_map(&out, "wait_ns");
+    let calls = bpftrace_map(&out, "waits");
+
+    let tids: Vec<u32> = truth_threads(&truth).iter().map(|t| t.tid).collect();
+    let waits = waits_json(dir.path());
+    let pid = waits["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| tids.contains(&(t["tid"].as_u64().unwrap() as u32)))
+        .map(|t| t["pid"].as_u64().unwrap() as u32)
+        .unwrap_or_else(|| panic!("no wait of the program's threads: {waits}"));
+    let mut compared = 0;
+    for ((p, tid), bt_ns) in &oracle {
+        if *p != pid {
+            continue; // another process of that name (a concurrent test's)
+        }
+        let contend = waits["threads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["tid"].as_u64() == Some(u64::from(*tid)));
+        let ns = contend.map_or(0.0, |t| {
+            t["futex_ns"].as_f64().unwrap() + t["probe_counted_ns"].as_f64().unwrap()
+        });
+        // The oracle also counts, per call, the entry before the switch out and the return
+        // after the switch in, and calls that returned without blocking: 50 µs per call
+        // allows for them (they take a few µs on an idle machine).
+        let n = calls.get(&(*p, *tid)).copied().unwrap_or(0.0);
+        let allowed = 0.05 * bt_ns + 50_000.0 * n;
+        eprintln!(
+            "thread {tid}: bpftrace {bt_ns} ns in {n} futex wait calls, contend {ns} ns (allowed ±{allowed})"
+        );
+        assert!(
+            (ns - bt_ns).abs() <= allowed,
+            "thread {tid}: contend {ns} ns, bpftrace {bt_ns} ns, allowed ±{allowed}: {waits}\n{out}"
+        );
+        compared += 1;
+    }
+    // The four workers and the main thread (its joins) waited.
+    assert!(compared >= tids.len(), "{compared} threads compared: {out}");
 }
