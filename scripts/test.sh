@@ -27,6 +27,8 @@ missing() { printf 'contend tests: missing %s: %s\n' "$1" "$2" >&2; exit 1; }
 
 step "checking what the tests need"
 command -v cargo >/dev/null || missing cargo "install Rust with rustup (https://rustup.rs), then rerun"
+# The Rust examples (examples/waits/*.rs) are built with rustc alone, as the tests do.
+command -v rustc >/dev/null || missing rustc "install Rust with rustup (https://rustup.rs), then rerun"
 need_pkgs=()
 command -v cc >/dev/null || need_pkgs+=(gcc)          # builds the example programs
 command -v c++ >/dev/null || need_pkgs+=(g++)         # the C++ examples and symbolizer tests
@@ -41,6 +43,7 @@ command -v gfortran >/dev/null || need_pkgs+=(gfortran)  # the Fortran MPI examp
 command -v clang >/dev/null || need_pkgs+=(clang)        # `contend cc` is tested with gcc and clang
 command -v perf >/dev/null || need_pkgs+=(linux-perf)    # perf c2c report checks the PMU back end's import
 command -v man >/dev/null || need_pkgs+=(man-db)        # `contend man` pages are rendered with man -l
+command -v bpftrace >/dev/null || need_pkgs+=(bpftrace)  # the futex waits' independent oracle (scripts/futex-wait.bt)
 command -v ip >/dev/null || need_pkgs+=(iproute2)        # the fake cluster (scripts/fake-cluster.sh) joins its hosts with veth pairs
 if ((${#need_pkgs[@]})); then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then

@@ -11,4 +11,5 @@ pub mod service;
 pub mod sharing;
 pub mod split;
 pub mod stats;
+pub mod waits;
 pub mod waitstates;

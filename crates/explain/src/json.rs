@@ -34,6 +34,10 @@ pub struct RunJson<'a> {
     /// Locks, condition variables and barriers (`--locks` runs).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub locks: Option<LocksJson<'a>>,
+    /// Blocked futex waits of any runtime and other blocks (`--locks` runs that recorded
+    /// `off-cpu`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waits: Option<WaitsJson<'a>>,
     /// The MPI job (`--mpi` runs).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mpi: Option<MpiJson<'a>>,
@@ -49,6 +53,7 @@ impl<'a> RunJson<'a> {
             summary: &run.summary,
             activity: run.activity.as_ref().map(|a| &a.view),
             locks: run.locks.as_ref().map(LocksJson::of),
+            waits: run.waits.as_ref().map(WaitsJson::of),
             mpi: run.mpi.as_ref().map(MpiJson::of),
             sharing: run.sharing.as_ref().map(SharingJson::of),
         }
@@ -69,6 +74,65 @@ pub enum ExplainedJson<'a> {
     Run(Box<RunJson<'a>>),
     /// scale.json, which carries its own `schema_version`.
     Scale(&'a crate::scale::ScaleResult),
+}
+
+/// The waits (`analysis::waits::WaitReport`), each futex word with the global it lies in.
+#[derive(Serialize, JsonSchema)]
+pub struct WaitsJson<'a> {
+    /// The waits' ends came from the sched tracepoints (else none has a length).
+    pub ends_traced: bool,
+    pub futex_waits: u64,
+    pub futex_ns: u64,
+    pub futex_runqueue_ns: u64,
+    pub probe_counted: u64,
+    pub probe_counted_ns: u64,
+    pub other_blocks: u64,
+    pub other_ns: u64,
+    pub other_runqueue_ns: u64,
+    pub unmeasured: u64,
+    pub futex_unmeasured: u64,
+    pub addresses: Vec<FutexWordJson<'a>>,
+    pub threads: &'a [analysis::waits::ThreadWaits],
+    pub reasons: &'a [analysis::waits::ReasonWaits],
+}
+
+/// One futex word's waits and its name.
+#[derive(Serialize, JsonSchema)]
+pub struct FutexWordJson<'a> {
+    #[serde(flatten)]
+    pub waits: &'a analysis::waits::AddressWaits,
+    /// The global the word lies in (`HOT`, `queue+0x8`), when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<&'a str>,
+}
+
+impl<'a> WaitsJson<'a> {
+    pub fn of(w: &'a crate::waits::Waits) -> WaitsJson<'a> {
+        let r = &w.report;
+        WaitsJson {
+            ends_traced: w.ends_traced,
+            futex_waits: r.futex_waits,
+            futex_ns: r.futex_ns,
+            futex_runqueue_ns: r.futex_runqueue_ns,
+            probe_counted: r.probe_counted,
+            probe_counted_ns: r.probe_counted_ns,
+            other_blocks: r.other_blocks,
+            other_ns: r.other_ns,
+            other_runqueue_ns: r.other_runqueue_ns,
+            unmeasured: r.unmeasured,
+            futex_unmeasured: r.futex_unmeasured,
+            addresses: r
+                .addresses
+                .iter()
+                .map(|a| FutexWordJson {
+                    waits: a,
+                    name: w.names.get(&(a.pid, a.uaddr)).map(String::as_str),
+                })
+                .collect(),
+            threads: &r.threads,
+            reasons: &r.reasons,
+        }
+    }
 }
 
 /// The lock report (`analysis::locks::LockReport`), each lock with its name (the global, or

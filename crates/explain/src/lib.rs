@@ -20,6 +20,7 @@ pub mod perfetto;
 mod plausible;
 pub mod scale;
 pub mod sharing;
+pub mod waits;
 
 pub use error::Error;
 pub use open::{open, open_any};
@@ -86,6 +87,8 @@ pub struct Run {
     pub activity: Option<activity::Activity>,
     /// The lock analysis and the names of its locks and call sites (`--locks` runs).
     pub locks: Option<locks::Locks>,
+    /// Blocked futex waits of any runtime, and other blocks (`--locks` runs, `off-cpu`).
+    pub waits: Option<waits::Waits>,
     /// The MPI job's wait states, call sites named (`--mpi` runs).
     pub mpi: Option<mpi::Mpi>,
     /// False sharing and true sharing by cache line (programs built with `contend cc`).
@@ -115,6 +118,34 @@ impl Run {
             .iter()
             .find(|u| u.what == "locks")
             .map(|u| u.why.as_str())
+    }
+}
+
+impl Run {
+    /// Why the waits asked for were not recorded (perf events refused), from meta.json's
+    /// `unavailable`: what the waits section shows instead of zeros.
+    pub fn waits_not_measured(&self) -> Option<&str> {
+        if self.waits.is_some() {
+            return None;
+        }
+        self.meta
+            .unavailable
+            .iter()
+            .find(|u| u.what == trace::offcpu::UNAVAILABLE_WHAT)
+            .map(|u| u.why.as_str())
+    }
+
+    /// What the off-CPU recorder saw of the threads' blocked time, when the waits' ends were
+    /// traced: the futex waits found besides the probe's, and the other blocks (sleeps, I/O,
+    /// kernel locks), each to its wake-up (the run-queue time after it is not blocked time).
+    pub fn off_cpu_blocked(&self) -> Option<report::activity::OffCpuBlocked> {
+        self.waits.as_ref().filter(|w| w.ends_traced).map(|w| {
+            let r = &w.report;
+            report::activity::OffCpuBlocked {
+                futex_ns: r.futex_ns.saturating_sub(r.futex_runqueue_ns),
+                other_ns: r.other_ns.saturating_sub(r.other_runqueue_ns),
+            }
+        })
     }
 }
 

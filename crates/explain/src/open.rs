@@ -89,6 +89,13 @@ pub fn open(run: &Path, options: &Options) -> Result<Run, Error> {
     } else {
         None
     };
+    let waits = crate::waits::waits(
+        dir.path(),
+        &meta,
+        &parsed,
+        activity.as_ref().map(|a| a.states.as_slice()),
+        &mut notices,
+    )?;
     if let Some(l) = locks.as_mut() {
         crate::locks::what_if(&meta, &parsed, l, activity.as_ref(), options, &mut notices);
     }
@@ -105,6 +112,7 @@ pub fn open(run: &Path, options: &Options) -> Result<Run, Error> {
         summary,
         activity,
         locks,
+        waits,
         mpi,
         sharing,
         notices,

@@ -41,6 +41,8 @@ pub struct Plan<'a> {
     /// Count the program's work with these counters (`crate::counters`; what the machine
     /// lacks is reported in [`Outcome::counters_unavailable`]).
     pub counters: Vec<crate::counters::Counter>,
+    /// Record the program's voluntary switches out, with futex arguments (`crate::offcpu`).
+    pub waits: bool,
 }
 
 pub struct Outcome {
@@ -69,6 +71,8 @@ pub struct Outcome {
     pub counters_unavailable: Vec<crate::counters::Unavailable>,
     /// With the lock probe: the processes it announced itself in.
     pub probe_announced: Option<crate::lockrings::Announced>,
+    /// With `waits`: what the off-CPU recorder did, or why it could not run.
+    pub offcpu: Option<Result<crate::offcpu::OffCpuStats, trace::meta::Unavailable>>,
 }
 
 /// The sampler's own figures, for meta.json and the benchmarks.
@@ -293,6 +297,15 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
         let (set, missing) = crate::counters::CounterSet::for_children(&plan.counters);
         (Some(set), crate::counters::merge_unavailable(&missing))
     };
+    // Like the counters: opened here, inherited by the child, enabled at its exec.
+    let mut offcpu = None;
+    let mut offcpu_unavailable = None;
+    if plan.waits {
+        match crate::offcpu::OffCpuRecorder::open(plan.run.path()) {
+            Ok(r) => offcpu = Some(r),
+            Err(u) => offcpu_unavailable = Some(u),
+        }
+    }
     let spawned_wall = trace::meta::Timestamp::now();
     let spawned_mono = monotonic_ns();
     let child = cmd.spawn().map_err(|source| LaunchError::Spawn {
@@ -341,9 +354,11 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
             }
             None => 0,
         };
+        let moved = moved + offcpu.as_mut().map_or(0, |o| o.drain());
         // With no rings to drain, wait for the program in the kernel: its end is then known
         // to the microsecond, not to the polling interval.
-        let waited = if drainer.is_none() {
+        let polling = drainer.is_some() || offcpu.is_some();
+        let waited = if !polling {
             wait_child(child_pid, false)
         } else {
             wait_child(child_pid, true)
@@ -352,7 +367,7 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
             Ok(Some((status, cpu))) => {
                 break (status, cpu, trace::meta::Timestamp::now(), monotonic_ns())
             }
-            Ok(None) if drainer.is_none() || moved > busy_threshold => {}
+            Ok(None) if !polling || moved > busy_threshold => {}
             Ok(None) => {
                 sleep = if moved > 0 {
                     plan.poll
@@ -389,6 +404,11 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
         calibration.push(end_point);
     }
     let end_time = if use_tsc { tsc() } else { monotonic_ns() };
+    let offcpu = match (offcpu, offcpu_unavailable) {
+        (Some(r), _) => Some(Ok(r.finish(monotonic_ns()))),
+        (None, Some(u)) => Some(Err(u)),
+        (None, None) => None,
+    };
     let mut probe_announced = None;
     let (mut streams, mut notes) = match drainer {
         Some(d) => {
@@ -403,6 +423,13 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
         None => (Vec::new(), Vec::new()),
     };
     notes.extend(forwarded_note);
+    let offcpu = offcpu.map(|o| {
+        o.map(|done| {
+            streams.extend(done.streams);
+            notes.extend(done.notes);
+            done.stats
+        })
+    });
     let sampler = sampled.map(|s| {
         let stats = SamplerStats::of(&s);
         streams.extend(s.streams);
@@ -427,6 +454,7 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
         counters,
         counters_unavailable,
         probe_announced,
+        offcpu,
     })
 }
 

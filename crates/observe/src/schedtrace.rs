@@ -39,7 +39,7 @@
 
 pub mod decode;
 pub mod format;
-mod ring;
+pub(crate) mod ring;
 
 pub use decode::{SchedDecoder, SchedEvent, SchedFormats};
 pub use format::{Field, PrevState, StateDecoder, TracepointFormat};
@@ -493,7 +493,7 @@ pub fn load_decoder(
 }
 
 /// Reads a small pseudo-file (at most 1 MiB).
-fn read_small(path: impl AsRef<Path>) -> io::Result<String> {
+pub(crate) fn read_small(path: impl AsRef<Path>) -> io::Result<String> {
     let mut text = String::new();
     std::fs::File::open(path)?
         .take(1 << 20)
@@ -539,7 +539,7 @@ fn unescape_mount(s: &str) -> String {
 
 /// Finds a tracefs with the sched events, mounting one at /sys/kernel/tracing if none is
 /// mounted and we may. Returns the directory and whether we mounted it.
-fn find_tracefs() -> Result<(PathBuf, bool), Unavailable> {
+pub(crate) fn find_tracefs() -> Result<(PathBuf, bool), Unavailable> {
     let mut candidates = read_small("/proc/self/mounts")
         .map(|m| tracefs_mounts(&m))
         .unwrap_or_default();
@@ -638,7 +638,7 @@ fn open_event(id: u64, cpu: u32, wakeup_bytes: usize) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-fn errno_name(e: &io::Error) -> String {
+pub(crate) fn errno_name(e: &io::Error) -> String {
     let name = match e.raw_os_error() {
         Some(libc::EACCES) => "EACCES",
         Some(libc::EPERM) => "EPERM",
@@ -658,7 +658,7 @@ fn errno_name(e: &io::Error) -> String {
 }
 
 /// Effective capabilities of this process, from `/proc/self/status` (`CapEff:`).
-fn effective_caps() -> u64 {
+pub(crate) fn effective_caps() -> u64 {
     read_small("/proc/self/status")
         .ok()
         .and_then(|s| {
@@ -669,9 +669,9 @@ fn effective_caps() -> u64 {
         .unwrap_or(0)
 }
 
-const CAP_SYS_ADMIN: u32 = 21;
+pub(crate) const CAP_SYS_ADMIN: u32 = 21;
 const CAP_IPC_LOCK: u32 = 14;
-const CAP_PERFMON: u32 = 38;
+pub(crate) const CAP_PERFMON: u32 = 38;
 
 /// Explains a perf_event_open failure in words a user can act on.
 fn explain_open(e: &io::Error, tracepoint: &str, cpu: u32) -> String {
@@ -711,7 +711,7 @@ fn explain_open(e: &io::Error, tracepoint: &str, cpu: u32) -> String {
 }
 
 /// Explains an mmap failure of a perf ring.
-fn explain_mmap(e: &io::Error, bytes: usize) -> String {
+pub(crate) fn explain_mmap(e: &io::Error, bytes: usize) -> String {
     let limit = read_small("/proc/sys/kernel/perf_event_mlock_kb")
         .ok()
         .map(|s| s.trim().to_string());

@@ -78,6 +78,43 @@ pub fn sampling_meta(
 /// Everything a launched run puts in meta.json but its streams: clock, times, exit status
 /// and outcome, work and counters (what the machine lacks goes to `unavailable`, and to the
 /// sink), sampling.
+/// The off-CPU recorder's counts and captured tag, or why it could not run (the lock probe
+/// records regardless).
+pub fn offcpu_meta(meta: &mut Meta, outcome: &launch::Outcome, notices: &mut dyn FnMut(Notice)) {
+    match &outcome.offcpu {
+        None => {}
+        Some(Ok(stats)) => {
+            meta.capture(trace::Captured::OffCpu);
+            meta.offcpu = Some(trace::meta::OffCpuMeta {
+                blocks: stats.blocks,
+                futex_waits: stats.futex_waits,
+                lost: stats.lost,
+                throttled: stats.throttled,
+                unparsed: stats.unparsed + stats.unwritten,
+                kernel_symbols: stats.kernel_symbols,
+            });
+            if stats.lost > 0 || stats.throttled > 0 {
+                note(
+                    notices,
+                    About::Outcome,
+                    format!(
+                        "off-CPU waits: the kernel dropped {} sample(s) and throttled {} time(s): some waits are missing",
+                        stats.lost, stats.throttled
+                    ),
+                );
+            }
+        }
+        Some(Err(u)) => {
+            note(
+                notices,
+                About::Setup,
+                format!("futex waits not recorded: {}", u.why),
+            );
+            meta.unavailable.push(u.clone());
+        }
+    }
+}
+
 pub fn fill_meta(
     meta: &mut Meta,
     outcome: &launch::Outcome,

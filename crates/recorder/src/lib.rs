@@ -74,6 +74,9 @@ pub struct Locks {
     pub ring_kib: u64,
     /// The probe library; `None`: [`find_probe`].
     pub probe: Option<PathBuf>,
+    /// Record the program's blocked futex waits too (`observe::offcpu`; `--no-waits` turns
+    /// it off).
+    pub waits: bool,
 }
 
 impl Default for Locks {
@@ -83,6 +86,7 @@ impl Default for Locks {
             alloc_sites: false,
             ring_kib: 4096,
             probe: None,
+            waits: true,
         }
     }
 }
@@ -382,6 +386,7 @@ pub fn record(
         env,
         // Hardware counters would compete with perf's PEBS/IBS events for the PMU.
         counters: if pmu { Vec::new() } else { counters_wanted() },
+        waits: options.locks.as_ref().is_some_and(|l| l.waits),
     });
     if let Some(g) = generator {
         let done = g.stop();
@@ -423,6 +428,7 @@ pub fn record(
         });
     }
     finish::fill_meta(&mut meta, &outcome, options.interval, notices);
+    finish::offcpu_meta(&mut meta, &outcome, notices);
     let elapsed_ns = outcome.monotonic_span[1].saturating_sub(outcome.monotonic_span[0]);
     meta.streams = std::mem::take(&mut outcome.streams);
     if options.locks.is_some() {

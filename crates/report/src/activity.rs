@@ -309,7 +309,15 @@ pub fn render(v: &ActivityView, top: usize) -> String {
 /// Where the threads' blocked time went, when locks were recorded in the same run: lock,
 /// condition and barrier waits against the blocked time the sampler saw (both summed over
 /// threads). A line of text, or nothing without locks.
-pub fn blocked_explained(v: &ActivityView, locks: &analysis::locks::LockReport) -> String {
+///
+/// `off_cpu`: what the off-CPU recorder found, when it ran: the blocked futex waits besides
+/// those the probe counted, and the other blocks it saw (sleeps, I/O, kernel locks, named by
+/// kernel function in the Waits section); both are taken out of "the other" share.
+pub fn blocked_explained(
+    v: &ActivityView,
+    locks: &analysis::locks::LockReport,
+    off_cpu: Option<OffCpuBlocked>,
+) -> String {
     let blocked = v.blocked_ns as f64;
     if blocked <= 0.0 {
         return String::new();
@@ -318,7 +326,9 @@ pub fn blocked_explained(v: &ActivityView, locks: &analysis::locks::LockReport) 
     let cond = locks.conds.iter().map(|c| c.wait_ns).sum::<u64>() as f64;
     let barrier = locks.barriers.iter().map(|b| b.wait_ns).sum::<u64>() as f64;
     let pct = |x: f64| 100.0 * x / blocked;
-    let rest = blocked - lock - cond - barrier;
+    let futex = off_cpu.map_or(0, |o| o.futex_ns) as f64;
+    let other_blocks = off_cpu.map_or(0, |o| o.other_ns) as f64;
+    let rest = blocked - lock - cond - barrier - futex - other_blocks;
     let mut out = format!(
         "Blocked time, all threads: {:.3} s; lock waits {:.3} s ({:.0} %), condition waits {:.3} s ({:.0} %), barrier waits {:.3} s ({:.0} %); ",
         blocked / 1e9,
@@ -329,7 +339,26 @@ pub fn blocked_explained(v: &ActivityView, locks: &analysis::locks::LockReport) 
         barrier / 1e9,
         pct(barrier)
     );
-    if rest >= 0.0 {
+    if off_cpu.is_some() {
+        let _ = write!(
+            out,
+            "futex waits {:.3} s ({:.0} %), other blocks the scheduler named {:.3} s ({:.0} %) (see Waits); ",
+            futex / 1e9,
+            pct(futex),
+            other_blocks / 1e9,
+            pct(other_blocks)
+        );
+    }
+    if rest >= 0.0 && off_cpu.is_some() {
+        // Every block was traced: what is left is where the sampler's blocked time and the
+        // traced blocks disagree (schedstat's 10 ms samples, blocks of threads not traced).
+        let _ = write!(
+            out,
+            "the other {:.3} s ({:.0} %) is blocked time the scheduler's events did not show.",
+            rest / 1e9,
+            pct(rest)
+        );
+    } else if rest >= 0.0 {
         let _ = write!(
             out,
             "the other {:.3} s ({:.0} %) went to sleeps, I/O, thread joins and other waits contend does not trace.",
@@ -349,6 +378,16 @@ pub fn blocked_explained(v: &ActivityView, locks: &analysis::locks::LockReport) 
     }
     out.push('\n');
     out
+}
+
+/// What the off-CPU recorder saw of the threads' blocked time (not runnable: the run-queue
+/// time after each wake-up is left out), ns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OffCpuBlocked {
+    /// Futex waits the probe did not count.
+    pub futex_ns: u64,
+    /// Blocks that were not futex waits.
+    pub other_ns: u64,
 }
 
 /// Running and waiting threads over time (SVG). A running thread's on-CPU time in schedstat
@@ -454,7 +493,19 @@ mod tests {
         let input = analysis::locks::LockInput::default();
         let mut locks = analysis::locks::analyze(&input, &analysis::locks::Filter::default());
         locks.summary.wait_ns = 600_000_000;
-        let line = blocked_explained(&view(1_000_000_000), &locks);
+        let line = blocked_explained(&view(1_000_000_000), &locks, None);
+        assert!(!line.contains("futex"), "{line}");
+        let off_cpu = OffCpuBlocked {
+            futex_ns: 250_000_000,
+            other_ns: 50_000_000,
+        };
+        let with_futex = blocked_explained(&view(1_000_000_000), &locks, Some(off_cpu));
+        assert!(
+            with_futex.contains("futex waits 0.250 s (25 %)")
+                && with_futex.contains("other blocks the scheduler named 0.050 s (5 %)")
+                && with_futex.contains("the other 0.100 s (10 %) is blocked time the scheduler"),
+            "{with_futex}"
+        );
         assert!(
             line.contains("lock waits 0.600 s (60 %)")
                 && line.contains("condition waits 0.000 s (0 %)")
@@ -462,11 +513,11 @@ mod tests {
             "{line}"
         );
         locks.summary.wait_ns = 1_500_000_000;
-        let line = blocked_explained(&view(1_000_000_000), &locks);
+        let line = blocked_explained(&view(1_000_000_000), &locks, None);
         assert!(
             line.contains("exceed the blocked time by 0.500 s"),
             "{line}"
         );
-        assert_eq!(blocked_explained(&view(0), &locks), "");
+        assert_eq!(blocked_explained(&view(0), &locks, None), "");
     }
 }

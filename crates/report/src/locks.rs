@@ -440,7 +440,7 @@ pub fn render(
     // interposed pthread calls; futex waits of locks that bypass pthread are not traced.
     let _ = writeln!(
         out,
-        "  source: pthread calls (LD_PRELOAD probe); locks that never call pthread (Rust std, parking_lot, Go, Java) are not seen, futex waits are not traced"
+        "  source: pthread calls (LD_PRELOAD probe); locks that never call pthread (Rust std, parking_lot, Go, Java) are not seen here: their blocked futex waits are in the Waits section (recorded with --locks)"
     );
     if !r.filter.is_empty() {
         let _ = writeln!(out, "  filtered: {}", describe_filter(&r.filter));

@@ -291,6 +291,17 @@ pub enum EventKind {
     MpiClock,
     /// Half of the preceding `MpiClock`'s offset: `aux` 0 bits 0..31, 1 bits 32..63.
     MpiClockOffset,
+    /// The stream's thread blocked voluntarily (a per-task `sched_switch`, see
+    /// [`crate::offcpu`]): `aux` the state letter (`S`, `D`, ...), `obj` the string id of the
+    /// reason named from its kernel call chain (or [`NO_STRING`]), `site` flags
+    /// ([`crate::offcpu::FUTEX`]: the chain passes a futex wait system call).
+    OffCpuBlock,
+    /// The futex arguments of the preceding `OffCpuBlock` (same time): `aux` the operation
+    /// (`si & 0xff`), `site` and `obj` bits 32..47 and 0..31 of the address (`di`).
+    OffCpuFutex,
+    /// In a process's off-CPU stream, the blocks that follow (until the next such record) are
+    /// thread `obj`'s; `aux` and `site` are 0.
+    OffCpuThread,
     Unknown(u8),
 }
 
@@ -321,6 +332,9 @@ impl EventKind {
     pub const MPI_COMM_MEMBERS: u8 = 24;
     pub const MPI_CLOCK: u8 = 25;
     pub const MPI_CLOCK_OFFSET: u8 = 26;
+    pub const OFFCPU_BLOCK: u8 = 27;
+    pub const OFFCPU_FUTEX: u8 = 28;
+    pub const OFFCPU_THREAD: u8 = 29;
 
     #[inline]
     pub fn from_u8(v: u8) -> EventKind {
@@ -351,6 +365,9 @@ impl EventKind {
             Self::MPI_COMM_MEMBERS => EventKind::MpiCommMembers,
             Self::MPI_CLOCK => EventKind::MpiClock,
             Self::MPI_CLOCK_OFFSET => EventKind::MpiClockOffset,
+            Self::OFFCPU_BLOCK => EventKind::OffCpuBlock,
+            Self::OFFCPU_FUTEX => EventKind::OffCpuFutex,
+            Self::OFFCPU_THREAD => EventKind::OffCpuThread,
             other => EventKind::Unknown(other),
         }
     }
@@ -384,6 +401,9 @@ impl EventKind {
             EventKind::MpiCommMembers => Self::MPI_COMM_MEMBERS,
             EventKind::MpiClock => Self::MPI_CLOCK,
             EventKind::MpiClockOffset => Self::MPI_CLOCK_OFFSET,
+            EventKind::OffCpuBlock => Self::OFFCPU_BLOCK,
+            EventKind::OffCpuFutex => Self::OFFCPU_FUTEX,
+            EventKind::OffCpuThread => Self::OFFCPU_THREAD,
             EventKind::Unknown(v) => v,
         }
     }
@@ -416,6 +436,9 @@ impl EventKind {
             EventKind::MpiCommMembers => "mpi-comm-members",
             EventKind::MpiClock => "mpi-clock",
             EventKind::MpiClockOffset => "mpi-clock-offset",
+            EventKind::OffCpuBlock => "offcpu-block",
+            EventKind::OffCpuFutex => "offcpu-futex",
+            EventKind::OffCpuThread => "offcpu-thread",
             EventKind::Unknown(v) => return format!("unknown kind {v}"),
         }
         .to_string()
@@ -437,6 +460,9 @@ impl EventKind {
                 | EventKind::MpiCommMembers
                 | EventKind::MpiClock
                 | EventKind::MpiClockOffset
+                | EventKind::OffCpuBlock
+                | EventKind::OffCpuFutex
+                | EventKind::OffCpuThread
                 | EventKind::Unknown(_)
         )
     }

@@ -30,6 +30,12 @@ pub enum StreamRole {
     System,
     /// An MPI rank's calls from the PMPI wrapper (`streams/rank-R.cst`, `rank-R.N.cst`).
     MpiRank,
+    /// A process's threads' voluntary switches out, with their reason and futex arguments
+    /// (`streams/offcpu-PID.cst`, see [`crate::offcpu`]), in CLOCK_MONOTONIC.
+    OffCpu,
+    /// A role written by a newer contend: its stream is left alone.
+    #[serde(other)]
+    Other,
 }
 
 impl StreamRole {
@@ -39,6 +45,8 @@ impl StreamRole {
         let name = file.rsplit('/').next().unwrap_or(file);
         if name.starts_with(SAMPLER_STREAM_PREFIX) {
             StreamRole::Sampler
+        } else if name.starts_with(OFFCPU_STREAM_PREFIX) {
+            StreamRole::OffCpu
         } else if name == format!("{SYSTEM_STREAM}.{}", STREAM_EXT) {
             StreamRole::System
         } else if crate::mpi::rank_stream_name(name).is_some() {
@@ -57,6 +65,14 @@ impl StreamRole {
 pub fn sampler_stream(tid: u32) -> String {
     format!("{SAMPLER_STREAM_PREFIX}{tid}")
 }
+
+/// Stream name (without `.cst`) of the off-CPU blocks of process `pid`'s threads.
+pub fn offcpu_stream(pid: u32) -> String {
+    format!("{OFFCPU_STREAM_PREFIX}{pid}")
+}
+
+/// Prefix of the off-CPU recorder's per-process streams.
+pub const OFFCPU_STREAM_PREFIX: &str = "offcpu-";
 
 /// Prefix of the sampler's per-thread streams.
 pub const SAMPLER_STREAM_PREFIX: &str = "sched-";
@@ -109,6 +125,8 @@ pub enum Captured {
     Sharing,
     /// Marks written by the program (`mark`).
     Mark,
+    /// The target's voluntary switches out with futex arguments (`off-cpu`).
+    OffCpu,
     /// A tag of another contend.
     Other(String),
 }
@@ -123,6 +141,7 @@ impl Captured {
             Captured::Mpi => "mpi",
             Captured::Sharing => "sharing",
             Captured::Mark => "mark",
+            Captured::OffCpu => "off-cpu",
             Captured::Other(s) => s,
         }
     }
@@ -138,6 +157,7 @@ impl From<String> for Captured {
             "mpi" => Captured::Mpi,
             "sharing" => Captured::Sharing,
             "mark" => Captured::Mark,
+            "off-cpu" => Captured::OffCpu,
             _ => Captured::Other(s),
         }
     }
@@ -222,6 +242,7 @@ mod tests {
             "mpi",
             "sharing",
             "mark",
+            "off-cpu",
             "something-newer",
         ] {
             let c: Captured = serde_json::from_str(&format!("\"{tag}\"")).unwrap();
@@ -244,5 +265,20 @@ mod tests {
         assert_eq!(sharing_results_pid("42.json"), Some(42));
         assert_eq!(sharing_results_pid("42.hist"), None);
         assert_eq!(sampler_stream(7), "sched-7");
+        assert_eq!(offcpu_stream(7), "offcpu-7");
+        assert_eq!(
+            StreamRole::infer("streams/offcpu-7.cst", StreamKind::Process),
+            StreamRole::OffCpu
+        );
+    }
+
+    #[test]
+    fn an_unknown_role_reads_as_other() {
+        let r: StreamRole = serde_json::from_str("\"gpu-kernels\"").unwrap();
+        assert_eq!(r, StreamRole::Other);
+        assert_eq!(
+            serde_json::to_string(&StreamRole::OffCpu).unwrap(),
+            "\"off-cpu\""
+        );
     }
 }

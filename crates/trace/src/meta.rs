@@ -61,6 +61,9 @@ pub struct Meta {
     /// Service-time sampling (`contend record`'s sampler), when it ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sampling: Option<Sampling>,
+    /// The off-CPU recorder's counts (`off-cpu` captured), when it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offcpu: Option<OffCpuMeta>,
     /// The program's total work: CPU time and, where the machine has them, hardware counters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub work: Option<Work>,
@@ -82,6 +85,28 @@ pub struct Meta {
     /// A contention generator that ran beside the program (`record --interfere`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interference: Option<Interference>,
+}
+
+/// What the off-CPU recorder (`observe::offcpu`) saw and missed.
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OffCpuMeta {
+    /// Voluntary switches out of the program's threads recorded.
+    pub blocks: u64,
+    /// Of those, futex waits (address and operation known).
+    pub futex_waits: u64,
+    /// Samples the kernel dropped because a ring was full.
+    #[serde(default)]
+    pub lost: u64,
+    /// Times the kernel throttled the event (samples missing from then to the next tick).
+    #[serde(default)]
+    pub throttled: u64,
+    /// Records that could not be parsed, or blocks not written (counted, skipped).
+    #[serde(default)]
+    pub unparsed: u64,
+    /// Kernel symbols were readable: without them no futex wait is recognised.
+    #[serde(default)]
+    pub kernel_symbols: bool,
 }
 
 /// A generator run beside the program for the whole run, on other CPUs.
@@ -415,6 +440,7 @@ impl Meta {
             lock_sample_every: None,
             lock_probe_processes: None,
             sampling: None,
+            offcpu: None,
             work: None,
             cpus: None,
             outcome: None,

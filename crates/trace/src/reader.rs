@@ -383,8 +383,10 @@ impl<'a> Stream<'a> {
                     },
                 ));
             }
-            if matches!(r.kind, EventKind::Mark | EventKind::MpiCommMembers)
-                && r.obj != NO_STRING
+            if matches!(
+                r.kind,
+                EventKind::Mark | EventKind::MpiCommMembers | EventKind::OffCpuBlock
+            ) && r.obj != NO_STRING
                 && !self.strings.contains_key(&r.obj)
             {
                 return Err(ReadError::at(

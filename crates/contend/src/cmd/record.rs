@@ -47,6 +47,12 @@ pub struct Args {
     /// allocated it. Costs a clock read and two records per allocation.
     #[arg(long, requires = "locks")]
     alloc_sites: bool,
+    /// With --locks: do not record the program's blocked futex waits (on by default with
+    /// --locks: every voluntary switch out of the program's threads, through a per-task
+    /// `sched_switch` tracepoint, which needs root, CAP_PERFMON or
+    /// kernel.perf_event_paranoid=-1).
+    #[arg(long, requires = "locks")]
+    no_waits: bool,
     /// Each thread's event ring, in KiB: events beyond what fits between two drains are
     /// counted as dropped. The rings of all threads alive at once share 192 MiB: past that,
     /// threads get smaller rings (down to 64 KiB), and a thread that finds no room is not
@@ -148,6 +154,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             alloc_sites: args.alloc_sites,
             ring_kib: args.ring_kb,
             probe: None,
+            waits: !args.no_waits,
         }),
         poll: Duration::from_millis(args.poll_ms),
         mpi: args.mpi.then_some(args.mpi_impl),

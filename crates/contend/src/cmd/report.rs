@@ -197,7 +197,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             if let Some(l) = &loaded.locks {
                 crate::output::out!(
                     "{}",
-                    report::activity::blocked_explained(&a.view, &l.report)
+                    report::activity::blocked_explained(
+                        &a.view,
+                        &l.report,
+                        loaded.off_cpu_blocked()
+                    )
                 );
             }
         }
@@ -214,6 +218,24 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         } else if let Some(why) = loaded.locks_not_measured() {
             crate::output::outln!();
             crate::output::out!("{}", report::locks::render_not_measured(why));
+        }
+        if let Some(w) = &loaded.waits {
+            crate::output::outln!();
+            crate::output::out!(
+                "{}",
+                report::waits::render(
+                    &w.report,
+                    &w.names,
+                    &w.thread_names,
+                    report::waits::RenderOptions {
+                        top: args.locks.top,
+                        ends_traced: w.ends_traced,
+                    }
+                )
+            );
+        } else if let Some(why) = loaded.waits_not_measured() {
+            crate::output::outln!();
+            crate::output::out!("{}", report::waits::render_not_measured(why));
         }
         if let Some(m) = &loaded.mpi {
             crate::output::outln!();

@@ -398,6 +398,8 @@ fn one_run(
             },
             locks: probe.map(|p| recorder::Locks {
                 probe: Some(p.to_path_buf()),
+                // The scaling runs need the probe's lock figures only.
+                waits: false,
                 ..recorder::Locks::default()
             }),
             capture_output: true,

@@ -10,7 +10,9 @@ use std::process::Command;
 use std::time::Duration;
 
 /// Two threads taking turns writing adjacent fields of one 64-byte-aligned struct for 200 ms
-/// (turns, so the line moves between them whatever the machine's load), then an abort from
+/// and at least 10 000 turns each (turns, so the line moves between them whatever the
+/// machine's load; counted, because at a load of 50 two threads that yield got too few turns
+/// in 200 ms for the sampler to see the line; 30 s at most), then an abort from
 /// inside `free()` (an invalid pointer, as a heap bug would give; `abort()` should it return)
 /// or a write through a null pointer.
 const PROGRAM: &str = r#"
@@ -56,8 +58,13 @@ int main(int argc, char **argv) {
     pthread_t a, b;
     pthread_create(&a, NULL, worker, &l);
     pthread_create(&b, NULL, worker, &r);
-    struct timespec work = {0, 200 * 1000 * 1000};
-    nanosleep(&work, NULL);
+    struct timespec tick = {0, 10 * 1000 * 1000};
+    for (int ticks = 1; ticks <= 3000; ticks++) {
+        nanosleep(&tick, NULL);
+        if (ticks >= 20 && __atomic_load_n(&pair.left, __ATOMIC_RELAXED) >= 16 * 10000 &&
+            __atomic_load_n(&pair.right, __ATOMIC_RELAXED) >= 16 * 10000)
+            break;
+    }
     stop = 1;
     pthread_join(a, NULL);
     pthread_join(b, NULL);

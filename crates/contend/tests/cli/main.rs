@@ -39,5 +39,6 @@ mod sharing;
 mod shell;
 mod terminal;
 mod topo;
+mod waits;
 mod whatif;
 mod r#where;

@@ -149,7 +149,39 @@ fn site_name(m: &Value, site: &Value) -> String {
 /// moves the wait by as much, unseen by the sleeper's own measurement), each at a line of
 /// `source`.
 fn check_late_sender(report: &Value, stdout: &str, source: &str) -> Result<(), String> {
+    check_late_sender_ahead(report, stdout, source, 0)
+}
+
+/// [`check_late_sender`] for a job whose rank 1 reads CLOCK_MONOTONIC `rank1_ahead_ns` ahead
+/// of rank 0's (a time namespace): its `exits:` moments are moved back by as much.
+///
+/// A planted round in which rank 1 left the barrier no earlier than 95 % of the per-round
+/// delay after rank 0 did (kept off its CPU that long) posted its receive after the send: the
+/// program's own clocks say it waited for nothing, so fewer instances are required.
+fn check_late_sender_ahead(
+    report: &Value,
+    stdout: &str,
+    source: &str,
+    rank1_ahead_ns: i64,
+) -> Result<(), String> {
     let (delay_ns, count) = truth(stdout);
+    let mut exits = exits(stdout);
+    for e in exits.iter_mut().filter(|e| e.rank == 1) {
+        for m in &mut e.moments {
+            *m -= rank1_ahead_ns;
+        }
+    }
+    let per_round = delay_ns as f64 / count.max(1) as f64;
+    let moments = |rank: u64| exits.iter().find(|e| e.rank == rank).map(|e| &e.moments);
+    let displaced: Vec<usize> = match (moments(0), moments(1)) {
+        (Some(sender), Some(receiver)) => (0..count as usize)
+            .filter(|&i| match (sender.get(i), receiver.get(i)) {
+                (Some(&s), Some(&r)) => (r - s) as f64 >= 0.95 * per_round,
+                _ => false,
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
     let m = &report["mpi"];
     let mut found: Vec<&Value> = m["waits"]["instances"]
         .as_array()
@@ -158,18 +190,27 @@ fn check_late_sender(report: &Value, stdout: &str, source: &str) -> Result<(), S
         .filter(|i| i["pattern"] == "late-sender" && i["rank"] == 1 && i["cause"] == 0)
         .collect();
     found.sort_by_key(|i| std::cmp::Reverse(i["wait_ns"].as_u64().unwrap()));
-    if (found.len() as u64) < count {
+    let required = count - displaced.len() as u64;
+    if (found.len() as u64) < required {
         return Err(format!(
-            "{count} late senders planted, {} found: {found:?}",
+            "{count} late senders planted ({} of them displaced: rounds {displaced:?} rank 1 \
+             started at least the delay late), {} found: {found:?}; exits: {exits:?}",
+            displaced.len(),
             found.len()
         ));
     }
     found.truncate(count as usize);
     let total: u64 = found.iter().map(|i| i["wait_ns"].as_u64().unwrap()).sum();
-    let spreads = spreads(&exits(stdout));
+    let spreads = spreads(&exits);
     let skew: u64 = spreads.iter().take(count as usize).sum();
     let off = (total as f64 - delay_ns as f64).abs();
-    if off > 0.05 * delay_ns as f64 + skew as f64 {
+    if !displaced.is_empty() {
+        // The planted total no longer describes what the program waited: the rounds' count
+        // and sites are still checked.
+        eprintln!(
+            "late senders total not compared: rounds {displaced:?} were displaced ({spreads:?})"
+        );
+    } else if off > 0.05 * delay_ns as f64 + skew as f64 {
         return Err(format!(
             "late senders total {total} ns, planted {delay_ns} ns ({:.1} % off; allowed 5 % + \
              {skew} ns the ranks left the rounds' barriers apart: {spreads:?})",
@@ -1104,12 +1145,16 @@ fn an_mpmd_job_with_a_rank_in_a_time_namespace_completes_and_is_aligned() {
         // The planted waits: beside a CPU hog a receiver kept off its CPU for the planted
         // 100 ms posts its receive after the send and waits for nothing, which no clock of
         // the program bounds: one logged retry, as in tests/cli/mpi.rs.
-        if let Err(e) = check_late_sender(&json, &text(&out.stdout), "late_sender.c") {
+        let ahead_ns = ahead_s * 1_000_000_000;
+        if let Err(e) =
+            check_late_sender_ahead(&json, &text(&out.stdout), "late_sender.c", ahead_ns)
+        {
             testkit::attempt_failed(&format!("{}: {e}: retrying once", mpi.name));
             let again = run.with_extension("again");
             let out = mpmd_job(mpi, &again, &program, &[], &namespace);
             assert!(out.status.success(), "{}: {}", mpi.name, show(&out));
-            check_late_sender(&report_json(&[&again]), &text(&out.stdout), "late_sender.c")
+            let json = report_json(&[&again]);
+            check_late_sender_ahead(&json, &text(&out.stdout), "late_sender.c", ahead_ns)
                 .unwrap_or_else(|e2| panic!("{}: {e2} (first attempt: {e})", mpi.name));
         }
     }

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::decode::HEADER_SIZE;
 
-pub(super) struct Ring {
+pub(crate) struct Ring {
     pub cpu: u32,
     base: NonNull<u8>,
     map_len: usize,

@@ -90,6 +90,9 @@ pub fn two_cpus() -> bool {
 /// into `dir` as the examples' READMEs do (`-O2 -g -pthread`), or `None`: no compiler (a
 /// visible skip, a failure under CI where scripts/test.sh installs gcc and g++).
 pub fn build(src: &str, dir: &Path) -> Option<PathBuf> {
+    if src.ends_with(".rs") {
+        return build_rust(src, dir);
+    }
     let (compiler, package) = if src.ends_with(".cpp") {
         ("c++", "g++")
     } else {
@@ -110,6 +113,28 @@ pub fn build(src: &str, dir: &Path) -> Option<PathBuf> {
         .arg(repo(src))
         .status()
         .unwrap_or_else(|e| panic!("running {compiler}: {e}"));
+    assert!(status.success(), "building {src}");
+    Some(exe)
+}
+
+/// A Rust example built with `rustc -O -g` alone (std only, no crates), or the calling test
+/// skipped visibly when rustc is missing.
+fn build_rust(src: &str, dir: &Path) -> Option<PathBuf> {
+    if !testkit::require_command("rustc", "rustc") {
+        return None;
+    }
+    let name = Path::new(src)
+        .file_stem()
+        .expect("a source file name")
+        .to_string_lossy()
+        .into_owned();
+    let exe = dir.join(&name);
+    let status = Command::new("rustc")
+        .args(["-O", "-g", "--edition", "2021", "-o"])
+        .arg(&exe)
+        .arg(repo(src))
+        .status()
+        .unwrap_or_else(|e| panic!("running rustc: {e}"));
     assert!(status.success(), "building {src}");
     Some(exe)
 }

@@ -1,0 +1,312 @@
+//! Blocked waits of any runtime (issue 22, slice 1): the program's voluntary switches out
+//! (`offcpu-PID` streams), ended by the thread's next switch in (the sched tracepoints'
+//! `sched-TID` streams), grouped per futex address and per thread.
+//!
+//! A **futex wait** is a block whose kernel chain passes a futex wait system call; its key is
+//! (pid, the futex word's address `di`). It lasts from the switch out to the thread's next
+//! switch in: the time blocked (to the wake-up, when the wake-up was traced) plus the time it
+//! then waited for a CPU (run queue). A wait whose switch in was not traced before the
+//! thread's next block is counted as unmeasured, never given a length it may not have had.
+//!
+//! **Not counted twice** (design §3.3): a futex wait of thread T lying inside a lock, condition
+//! or barrier wait the LD_PRELOAD probe recorded for T (±1 µs), on an object whose bytes
+//! contain the futex word, is the probe's: it is shown as already counted and left out of the
+//! totals here.
+//!
+//! Pure: plain values in, a [`WaitReport`] out.
+
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use trace::offcpu::FutexArgs;
+use trace::sched::{State, StateChange};
+
+/// A thread's blocks, in time order, their reasons resolved to strings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadBlocks {
+    pub pid: u32,
+    pub tid: u32,
+    pub blocks: Vec<BlockIn>,
+}
+
+/// One voluntary switch out (CLOCK_MONOTONIC ns).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockIn {
+    pub ts: u64,
+    pub reason: Option<String>,
+    pub futex: Option<FutexArgs>,
+}
+
+/// A wait the lock probe recorded (CLOCK_MONOTONIC ns) on an object of `size` bytes at `obj`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProbeWait {
+    pub tid: u32,
+    pub start: u64,
+    pub end: u64,
+    pub obj: u64,
+    pub size: u64,
+}
+
+/// Slack allowed between the probe's clock and the tracepoints' when deciding that a probe wait
+/// covers a futex wait: the TSC calibration's error over a run is well under this.
+pub const COVER_SLACK_NS: u64 = 1_000;
+
+/// Bytes of each pthread object, for "the futex word lies inside it" (x86-64 glibc).
+pub fn pthread_object_size(kind: trace::ObjectKind) -> u64 {
+    match kind {
+        trace::ObjectKind::Mutex => 40,
+        trace::ObjectKind::RwLock => 56,
+        trace::ObjectKind::SpinLock => 4,
+        trace::ObjectKind::Cond => 48,
+        trace::ObjectKind::Barrier => 32,
+    }
+}
+
+/// Waits on one futex word.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct AddressWaits {
+    pub pid: u32,
+    /// The futex word's address.
+    pub uaddr: u64,
+    /// Futex commands seen (`op & 0x7f`: 0 WAIT, 9 WAIT_BITSET, 6 LOCK_PI, ...).
+    pub ops: BTreeSet<u8>,
+    /// Waits whose end was traced, their total and longest time off CPU, ns.
+    pub waits: u64,
+    pub total_ns: u64,
+    pub max_ns: u64,
+    /// Of `total_ns`, the time between the wake-up and the switch in (run queue), where the
+    /// wake-up was traced.
+    pub runqueue_ns: u64,
+    /// Waits whose end was not traced (no length).
+    pub unmeasured: u64,
+    /// Threads that waited here, with their total, ns.
+    pub threads: BTreeMap<u32, u64>,
+    /// Waits inside a probe wait on a pthread object containing this word (not in the above).
+    pub probe_counted: u64,
+    pub probe_counted_ns: u64,
+}
+
+/// One thread's blocks.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct ThreadWaits {
+    pub pid: u32,
+    pub tid: u32,
+    /// Futex waits not counted by the probe: count, total, longest, run-queue share, ns.
+    pub futex_waits: u64,
+    pub futex_ns: u64,
+    pub futex_max_ns: u64,
+    pub futex_runqueue_ns: u64,
+    /// Futex waits the probe already counted.
+    pub probe_counted: u64,
+    pub probe_counted_ns: u64,
+    /// Other blocks (sleep, I/O, poll, ...), count and time, ns.
+    pub other_blocks: u64,
+    pub other_ns: u64,
+    /// Blocks whose end was not traced.
+    pub unmeasured: u64,
+}
+
+/// Other blocks by reason (the kernel function that blocked, e.g. `do_nanosleep`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct ReasonWaits {
+    pub reason: String,
+    pub blocks: u64,
+    pub total_ns: u64,
+}
+
+/// The waits of a run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct WaitReport {
+    /// Futex waits not counted by the probe, and their time, ns.
+    pub futex_waits: u64,
+    pub futex_ns: u64,
+    /// Of `futex_ns`, the time from the wake-up to the switch in (run queue), where traced.
+    pub futex_runqueue_ns: u64,
+    /// Futex waits the probe already counted as lock, condition or barrier waits.
+    pub probe_counted: u64,
+    pub probe_counted_ns: u64,
+    /// Other blocks and their time, ns.
+    pub other_blocks: u64,
+    pub other_ns: u64,
+    /// Of `other_ns`, the time from the wake-up to the switch in (run queue), where traced.
+    pub other_runqueue_ns: u64,
+    /// Blocks whose end (the thread's switch in) was not traced.
+    pub unmeasured: u64,
+    /// Of those, futex waits.
+    pub futex_unmeasured: u64,
+    /// Per futex word, most waited first (then by address).
+    pub addresses: Vec<AddressWaits>,
+    /// Per thread, by pid then tid.
+    pub threads: Vec<ThreadWaits>,
+    /// Other blocks per reason, longest first.
+    pub reasons: Vec<ReasonWaits>,
+}
+
+/// Where a block ended: the switch in, and the wake-up before it, when traced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct End {
+    running: Option<u64>,
+    woken: Option<u64>,
+}
+
+impl End {
+    /// The block's length: to the switch in, else (switch in not traced) to the wake-up.
+    fn at(&self) -> Option<u64> {
+        self.running.or(self.woken)
+    }
+}
+
+/// The end of a block at `t0` from the thread's state changes (sorted by time), before
+/// `limit` (the thread's next block): the first switch in after the wake-up. Some kernels drop
+/// the switch in (this project's Firecracker guest drops the tracepoints of an idle CPU's
+/// exit): a second runnable state (a preemption) or a block before any switch in says it was
+/// missed, and the wait then ends at its wake-up, its run-queue time unknown. The first
+/// runnable state after a block is its wake-up: a blocked task becomes runnable only so.
+fn end_of(states: &[StateChange], t0: u64, limit: Option<u64>) -> Option<End> {
+    let from = states.partition_point(|c| c.ts <= t0);
+    let mut woken = None;
+    for c in &states[from..] {
+        if limit.is_some_and(|l| c.ts > l) {
+            break;
+        }
+        match c.state {
+            State::Runnable if woken.is_some() => break,
+            State::Runnable => woken = Some(c.ts),
+            State::Running => {
+                return Some(End {
+                    running: Some(c.ts),
+                    woken,
+                })
+            }
+            _ if woken.is_some() => break,
+            _ => {}
+        }
+    }
+    woken.map(|w| End {
+        running: None,
+        woken: Some(w),
+    })
+}
+
+/// The waits of `threads`, ended by `states` (per tid, any order), with the probe's `probe`
+/// waits (any order) taking the futex waits they cover.
+pub fn waits(
+    threads: &[ThreadBlocks],
+    states: &[(u32, Vec<StateChange>)],
+    probe: &[ProbeWait],
+) -> WaitReport {
+    let mut by_tid: BTreeMap<u32, Vec<StateChange>> = BTreeMap::new();
+    for (tid, changes) in states {
+        by_tid.entry(*tid).or_default().extend_from_slice(changes);
+    }
+    for v in by_tid.values_mut() {
+        v.sort_by_key(|c| c.ts);
+    }
+    let mut probe_by_tid: BTreeMap<u32, Vec<ProbeWait>> = BTreeMap::new();
+    for p in probe {
+        probe_by_tid.entry(p.tid).or_default().push(*p);
+    }
+    let mut report = WaitReport::default();
+    let mut addresses: BTreeMap<(u32, u64), AddressWaits> = BTreeMap::new();
+    let mut reasons: BTreeMap<String, ReasonWaits> = BTreeMap::new();
+    let mut per_thread: BTreeMap<(u32, u32), ThreadWaits> = BTreeMap::new();
+    let (no_states, no_probes) = (Vec::new(), Vec::new());
+    for t in threads {
+        let states = by_tid.get(&t.tid).unwrap_or(&no_states);
+        let probes = probe_by_tid.get(&t.tid).unwrap_or(&no_probes);
+        let tw = per_thread
+            .entry((t.pid, t.tid))
+            .or_insert_with(|| ThreadWaits {
+                pid: t.pid,
+                tid: t.tid,
+                ..ThreadWaits::default()
+            });
+        let mut blocks: Vec<&BlockIn> = t.blocks.iter().collect();
+        blocks.sort_by_key(|b| b.ts);
+        for (i, b) in blocks.iter().enumerate() {
+            let limit = blocks.get(i + 1).map(|n| n.ts);
+            let end = end_of(states, b.ts, limit);
+            let len = end.and_then(|e| e.at()).map(|at| at.saturating_sub(b.ts));
+            let runq = end.and_then(|e| Some(e.running?.saturating_sub(e.woken?)));
+            match b.futex {
+                Some(f) => {
+                    let a = addresses
+                        .entry((t.pid, f.uaddr))
+                        .or_insert_with(|| AddressWaits {
+                            pid: t.pid,
+                            uaddr: f.uaddr,
+                            ..AddressWaits::default()
+                        });
+                    a.ops.insert(f.cmd());
+                    let Some(len) = len else {
+                        a.unmeasured += 1;
+                        tw.unmeasured += 1;
+                        report.unmeasured += 1;
+                        report.futex_unmeasured += 1;
+                        continue;
+                    };
+                    let end = b.ts + len;
+                    let covered = probes.iter().any(|p| {
+                        p.start.saturating_sub(COVER_SLACK_NS) <= b.ts
+                            && end <= p.end.saturating_add(COVER_SLACK_NS)
+                            && (p.obj..p.obj.saturating_add(p.size)).contains(&f.uaddr)
+                    });
+                    if covered {
+                        a.probe_counted += 1;
+                        a.probe_counted_ns += len;
+                        tw.probe_counted += 1;
+                        tw.probe_counted_ns += len;
+                        report.probe_counted += 1;
+                        report.probe_counted_ns += len;
+                        continue;
+                    }
+                    a.waits += 1;
+                    a.total_ns += len;
+                    a.max_ns = a.max_ns.max(len);
+                    a.runqueue_ns += runq.unwrap_or(0);
+                    *a.threads.entry(t.tid).or_default() += len;
+                    tw.futex_waits += 1;
+                    tw.futex_ns += len;
+                    tw.futex_max_ns = tw.futex_max_ns.max(len);
+                    tw.futex_runqueue_ns += runq.unwrap_or(0);
+                    report.futex_waits += 1;
+                    report.futex_ns += len;
+                    report.futex_runqueue_ns += runq.unwrap_or(0);
+                }
+                None => {
+                    let Some(len) = len else {
+                        tw.unmeasured += 1;
+                        report.unmeasured += 1;
+                        continue;
+                    };
+                    let why = b.reason.clone().unwrap_or_else(|| "unknown".into());
+                    let r = reasons.entry(why.clone()).or_insert_with(|| ReasonWaits {
+                        reason: why,
+                        ..ReasonWaits::default()
+                    });
+                    r.blocks += 1;
+                    r.total_ns += len;
+                    tw.other_blocks += 1;
+                    tw.other_ns += len;
+                    report.other_blocks += 1;
+                    report.other_ns += len;
+                    report.other_runqueue_ns += runq.unwrap_or(0);
+                }
+            }
+        }
+    }
+    report.addresses = addresses.into_values().collect();
+    report.addresses.sort_by(|a, b| {
+        (b.total_ns + b.probe_counted_ns)
+            .cmp(&(a.total_ns + a.probe_counted_ns))
+            .then(a.uaddr.cmp(&b.uaddr))
+    });
+    report.threads = per_thread.into_values().collect();
+    report.reasons = reasons.into_values().collect();
+    report
+        .reasons
+        .sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.reason.cmp(&b.reason)));
+    report
+}
+
+#[cfg(test)]
+mod tests;

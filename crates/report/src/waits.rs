@@ -1,0 +1,249 @@
+//! The waits section of `contend report` (issue 22): the program's blocked futex waits, of any
+//! runtime, per futex word (named as the global it lies in) and per thread; the futex waits
+//! the lock probe already counted; and the other blocks by the kernel function that blocked.
+
+use crate::table::new_table;
+use analysis::waits::WaitReport;
+use std::collections::HashMap;
+use std::fmt::Write;
+
+fn s(ns: u64) -> String {
+    format!("{:.3}", ns as f64 / 1e9)
+}
+
+fn ms(ns: u64) -> String {
+    format!("{:.3}", ns as f64 / 1e6)
+}
+
+/// How many rows of each table, and whether the waits' ends were traced.
+#[derive(Debug, Clone, Copy)]
+pub struct RenderOptions {
+    pub top: usize,
+    /// The sched tracepoints recorded the threads' switches in: without them no wait has a
+    /// length, and the section counts waits instead of printing zeros.
+    pub ends_traced: bool,
+}
+
+/// The section when no wait has a length: counts per futex word, no times.
+fn render_untimed(
+    r: &WaitReport,
+    names: &HashMap<(u32, u64), String>,
+    opts: RenderOptions,
+) -> String {
+    let mut out = String::new();
+    let words = r.addresses.iter().filter(|a| a.unmeasured > 0).count();
+    let _ = writeln!(
+        out,
+        "Waits: {} block(s) of the program's threads recorded, {} of them futex waits on {words} futex word(s); how long they lasted is not known: the sched tracepoints did not record the threads' switches back in (record with sampling on, not --interval 0, as root)",
+        r.unmeasured, r.futex_unmeasured
+    );
+    if words > 0 {
+        out.push('\n');
+        let mut t = new_table(&["futex word", "waits (not timed)"], &[1]);
+        for a in r
+            .addresses
+            .iter()
+            .filter(|a| a.unmeasured > 0)
+            .take(opts.top)
+        {
+            t.add_row(vec![
+                word_label(names, a.pid, a.uaddr),
+                a.unmeasured.to_string(),
+            ]);
+        }
+        let _ = writeln!(out, "{t}");
+    }
+    out
+}
+
+/// The futex word's label: its global's name and address, or the address.
+pub fn word_label(names: &HashMap<(u32, u64), String>, pid: u32, uaddr: u64) -> String {
+    match names.get(&(pid, uaddr)) {
+        Some(n) => format!("{n} ({uaddr:#x})"),
+        None => format!("{uaddr:#x}"),
+    }
+}
+
+/// The section as text.
+pub fn render(
+    r: &WaitReport,
+    names: &HashMap<(u32, u64), String>,
+    thread_names: &HashMap<u32, String>,
+    opts: RenderOptions,
+) -> String {
+    if !opts.ends_traced {
+        return render_untimed(r, names, opts);
+    }
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Waits (every block of the program's threads, from the scheduler): {} futex wait(s), {} s off CPU; {} other block(s), {} s",
+        r.futex_waits,
+        s(r.futex_ns),
+        r.other_blocks,
+        s(r.other_ns)
+    );
+    if r.probe_counted > 0 {
+        let _ = writeln!(
+            out,
+            "  {} futex wait(s), {} s, were inside pthread calls the lock probe recorded: already counted as lock, condition or barrier waits (above), not again here.",
+            r.probe_counted,
+            s(r.probe_counted_ns)
+        );
+    }
+    if r.unmeasured > 0 {
+        let _ = writeln!(
+            out,
+            "  {} block(s) have no length: the thread's switch back in was not traced.",
+            r.unmeasured
+        );
+    }
+    let shown: Vec<_> = r.addresses.iter().filter(|a| a.waits > 0).collect();
+    if !shown.is_empty() {
+        out.push('\n');
+        let mut t = new_table(
+            &[
+                "futex word",
+                "waits",
+                "total (s)",
+                "max (ms)",
+                "run queue (ms)",
+                "threads",
+            ],
+            &[1, 2, 3, 4, 5],
+        );
+        for a in shown.iter().take(opts.top) {
+            t.add_row(vec![
+                word_label(names, a.pid, a.uaddr),
+                a.waits.to_string(),
+                s(a.total_ns),
+                ms(a.max_ns),
+                ms(a.runqueue_ns),
+                a.threads.len().to_string(),
+            ]);
+        }
+        let _ = writeln!(out, "{t}");
+        if shown.len() > opts.top {
+            let _ = writeln!(
+                out,
+                "  ({} more futex words not shown)",
+                shown.len() - opts.top
+            );
+        }
+    }
+    let threads: Vec<_> = r
+        .threads
+        .iter()
+        .filter(|t| t.futex_waits + t.other_blocks + t.probe_counted > 0)
+        .collect();
+    if !threads.is_empty() {
+        out.push('\n');
+        let mut t = new_table(
+            &[
+                "thread",
+                "futex waits",
+                "futex (s)",
+                "max (ms)",
+                "counted as lock waits (s)",
+                "other blocks (s)",
+            ],
+            &[1, 2, 3, 4, 5],
+        );
+        for th in &threads {
+            let name = thread_names
+                .get(&th.tid)
+                .map_or(String::new(), |n| format!(" {n}"));
+            t.add_row(vec![
+                format!("{}{name}", th.tid),
+                th.futex_waits.to_string(),
+                s(th.futex_ns),
+                ms(th.futex_max_ns),
+                s(th.probe_counted_ns),
+                s(th.other_ns),
+            ]);
+        }
+        let _ = writeln!(out, "{t}");
+    }
+    if !r.reasons.is_empty() {
+        out.push('\n');
+        let mut t = new_table(
+            &["other blocks, by kernel function", "blocks", "total (s)"],
+            &[1, 2],
+        );
+        for w in r.reasons.iter().take(opts.top) {
+            t.add_row(vec![w.reason.clone(), w.blocks.to_string(), s(w.total_ns)]);
+        }
+        let _ = writeln!(out, "{t}");
+    }
+    out
+}
+
+/// The section for a run that asked for waits and could not record them.
+pub fn render_not_measured(why: &str) -> String {
+    format!("Waits: not measured ({why})\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use analysis::waits::{waits, BlockIn, ThreadBlocks};
+    use trace::offcpu::FutexArgs;
+    use trace::sched::{State, StateChange};
+
+    #[test]
+    fn the_section_names_the_word_and_says_what_the_probe_counted() {
+        let threads = [ThreadBlocks {
+            pid: 1,
+            tid: 10,
+            blocks: vec![
+                BlockIn {
+                    ts: 1_000_000,
+                    reason: None,
+                    futex: Some(FutexArgs {
+                        uaddr: 0x5000,
+                        op: 0x80,
+                    }),
+                },
+                BlockIn {
+                    ts: 5_000_000,
+                    reason: None,
+                    futex: Some(FutexArgs {
+                        uaddr: 0x6000,
+                        op: 0x80,
+                    }),
+                },
+            ],
+        }];
+        let run = |ts| StateChange {
+            ts,
+            state: State::Running,
+            cpu: None,
+            waker: 0,
+        };
+        let states = [(10, vec![run(3_000_000), run(6_000_000)])];
+        let probe = [analysis::waits::ProbeWait {
+            tid: 10,
+            start: 4_900_000,
+            end: 6_100_000,
+            obj: 0x6000,
+            size: 40,
+        }];
+        let r = waits(&threads, &states, &probe);
+        let names = HashMap::from([((1, 0x5000), "HOT".to_string())]);
+        let opts = RenderOptions {
+            top: 10,
+            ends_traced: true,
+        };
+        let text = render(&r, &names, &HashMap::new(), opts);
+        assert!(text.contains("1 futex wait(s), 0.002 s off CPU"), "{text}");
+        assert!(text.contains("HOT (0x5000)"), "{text}");
+        assert!(
+            text.contains("1 futex wait(s), 0.001 s, were inside pthread calls"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("0x6000"),
+            "the probe's wait has no row: {text}"
+        );
+    }
+}

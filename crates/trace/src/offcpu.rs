@@ -1,0 +1,287 @@
+//! Off-CPU blocks of a target process's threads (`streams/offcpu-PID.cst`, written by
+//! `observe::offcpu`): each voluntary switch out of a thread of the program, with the reason
+//! named from its kernel call chain and, for a futex wait, the futex's address and operation
+//! read from the system call's argument registers.
+//!
+//! One stream per process, not per thread: a program that starts thousands of threads costs
+//! the recorder one file per process (creating a file is the recorder's largest cost on a
+//! file system with many recently deleted inodes, and a starved recorder gives the lock
+//! probe's rings back late).
+//!
+//! Records (docs/formats.md §2.3a):
+//! - [`EventKind::OffCpuThread`]: `obj` the thread the blocks that follow belong to (written
+//!   whenever the thread changes; blocks before the first belong to the header's `tid`).
+//! - [`EventKind::OffCpuBlock`]: `ts` when the thread left the CPU; `aux` the state letter
+//!   (`S` interruptible, `D` uninterruptible, ...); `obj` the string id of the reason (the
+//!   innermost kernel function that says why, e.g. `futex_wait`, `do_nanosleep`), or
+//!   [`NO_STRING`] when unknown; `site` flags ([`FUTEX`]).
+//! - [`EventKind::OffCpuFutex`], right after a block with [`FUTEX`] set, same `ts`: `aux` the
+//!   futex operation (`si & 0xff`, `FUTEX_PRIVATE_FLAG` included), `site` and `obj` bits
+//!   32..47 and 0..31 of the futex word's address (`di`).
+//!
+//! The end of a block is not here: it is the thread's next switch in, which the system-wide
+//! sched tracepoints record (`sched-TID.cst`).
+
+use crate::format::{EventKind, Record, NO_STRING};
+
+/// What meta.json's `unavailable` entry names when the recorder could not run.
+pub const UNAVAILABLE_WHAT: &str = "off-CPU waits (futex waits)";
+
+/// `site` flag of an [`EventKind::OffCpuBlock`]: the kernel chain passes a futex wait.
+pub const FUTEX: u16 = 1;
+
+/// The futex operation number without `FUTEX_PRIVATE_FLAG` (0x80) and `FUTEX_CLOCK_REALTIME`
+/// (0x100, not in the 8 bits kept).
+pub const FUTEX_CMD_MASK: u8 = 0x7f;
+
+/// A futex wait's arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FutexArgs {
+    /// The futex word's address (48 bits kept: user addresses on x86-64 and aarch64).
+    pub uaddr: u64,
+    /// `op & 0xff` as passed to the system call.
+    pub op: u8,
+}
+
+impl FutexArgs {
+    /// The command (`FUTEX_WAIT` 0, `FUTEX_WAIT_BITSET` 9, `FUTEX_LOCK_PI` 6, ...).
+    pub fn cmd(&self) -> u8 {
+        self.op & FUTEX_CMD_MASK
+    }
+}
+
+/// One voluntary switch out, as written; `reason` is a string-table id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Block {
+    pub ts: u64,
+    /// The state letter the thread left in (`b'S'`, `b'D'`, ...).
+    pub state: u8,
+    pub reason: u32,
+    pub futex: Option<FutexArgs>,
+}
+
+const ADDRESS_BITS: u64 = (1 << 48) - 1;
+
+impl Block {
+    /// The block's records: one, or two for a futex wait.
+    pub fn encode(&self) -> Vec<Record> {
+        let mut out = vec![Record {
+            ts: self.ts,
+            kind: EventKind::OffCpuBlock,
+            aux: self.state,
+            site: if self.futex.is_some() { FUTEX } else { 0 },
+            obj: self.reason,
+        }];
+        if let Some(f) = self.futex {
+            let a = f.uaddr & ADDRESS_BITS;
+            out.push(Record {
+                ts: self.ts,
+                kind: EventKind::OffCpuFutex,
+                aux: f.op,
+                site: (a >> 32) as u16,
+                obj: a as u32,
+            });
+        }
+        out
+    }
+}
+
+/// The record that says the blocks after it are thread `tid`'s.
+pub fn thread_record(ts: u64, tid: u32) -> Record {
+    Record {
+        ts,
+        kind: EventKind::OffCpuThread,
+        aux: 0,
+        site: 0,
+        obj: tid,
+    }
+}
+
+/// A block and the thread it is of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThreadBlock {
+    pub tid: u32,
+    pub block: Block,
+}
+
+/// Decodes a stream's blocks in order. A futex record without its block, or a block flagged
+/// futex without its arguments, is counted in [`BlockDecoder::unpaired`]; the block is kept,
+/// without arguments.
+#[derive(Debug, Default)]
+pub struct BlockDecoder {
+    /// The thread the blocks being read are of.
+    tid: u32,
+    /// A block flagged futex, waiting for its arguments.
+    pending: Option<Block>,
+    /// Records that did not pair as the format says.
+    pub unpaired: u64,
+}
+
+impl BlockDecoder {
+    /// A decoder for a stream whose header names thread `tid`.
+    pub fn new(tid: u32) -> BlockDecoder {
+        BlockDecoder {
+            tid,
+            ..BlockDecoder::default()
+        }
+    }
+
+    /// Feeds one record; complete blocks are appended to `out`.
+    pub fn push(&mut self, r: &Record, out: &mut Vec<ThreadBlock>) {
+        match r.kind {
+            EventKind::OffCpuThread => {
+                out.extend(self.finish());
+                self.tid = r.obj;
+            }
+            EventKind::OffCpuBlock => {
+                out.extend(self.finish());
+                let block = Block {
+                    ts: r.ts,
+                    state: r.aux,
+                    reason: r.obj,
+                    futex: None,
+                };
+                if r.site & FUTEX != 0 {
+                    self.pending = Some(block);
+                } else {
+                    out.push(self.of_thread(block));
+                }
+            }
+            EventKind::OffCpuFutex => match self.pending.take() {
+                Some(mut b) if b.ts == r.ts => {
+                    b.futex = Some(FutexArgs {
+                        uaddr: (u64::from(r.site) << 32) | u64::from(r.obj),
+                        op: r.aux,
+                    });
+                    out.push(self.of_thread(b));
+                }
+                other => {
+                    out.extend(other.map(|b| self.of_thread(b)));
+                    self.unpaired += 1;
+                }
+            },
+            _ => {}
+        }
+    }
+
+    fn of_thread(&self, block: Block) -> ThreadBlock {
+        ThreadBlock {
+            tid: self.tid,
+            block,
+        }
+    }
+
+    /// A block still waiting for its arguments (flagged futex, never completed).
+    pub fn finish(&mut self) -> Option<ThreadBlock> {
+        let b = self.pending.take()?;
+        self.unpaired += 1;
+        Some(self.of_thread(b))
+    }
+}
+
+/// All blocks of a stream's records, with their threads (`tid`: the header's, for blocks
+/// before the first thread record), and how many records did not pair.
+pub fn blocks(records: impl IntoIterator<Item = Record>, tid: u32) -> (Vec<ThreadBlock>, u64) {
+    let mut d = BlockDecoder::new(tid);
+    let mut out = Vec::new();
+    for r in records {
+        d.push(&r, &mut out);
+    }
+    out.extend(d.finish());
+    (out, d.unpaired)
+}
+
+/// The reason id of a block whose kernel chain named nothing.
+pub const NO_REASON: u32 = NO_STRING;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn block(ts: u64, futex: Option<(u64, u8)>) -> Block {
+        Block {
+            ts,
+            state: b'S',
+            reason: 3,
+            futex: futex.map(|(uaddr, op)| FutexArgs { uaddr, op }),
+        }
+    }
+
+    fn only_blocks(out: Vec<ThreadBlock>) -> Vec<Block> {
+        out.into_iter().map(|b| b.block).collect()
+    }
+
+    #[test]
+    fn blocks_round_trip_with_and_without_futex_arguments() {
+        let input = vec![
+            block(10, Some((0x5555_dead_beef, 0x89))),
+            block(20, None),
+            block(30, None),
+            block(40, Some((0x7fff_0000_0010, 0x80))),
+        ];
+        let records: Vec<Record> = input.iter().flat_map(Block::encode).collect();
+        assert_eq!(records.len(), 6);
+        let (out, unpaired) = blocks(records, 7);
+        assert!(
+            out.iter().all(|b| b.tid == 7),
+            "the header's thread: {out:?}"
+        );
+        let out = only_blocks(out);
+        assert_eq!(out, input);
+        assert_eq!(unpaired, 0);
+        assert_eq!(out[0].futex.unwrap().cmd(), 9);
+    }
+
+    #[test]
+    fn thread_records_say_whose_blocks_follow() {
+        let mut records = block(10, None).encode();
+        records.push(thread_record(20, 8));
+        records.extend(block(20, Some((0x1000, 0x80))).encode());
+        records.extend(block(25, None).encode());
+        records.push(thread_record(30, 7));
+        records.extend(block(30, None).encode());
+        let (out, unpaired) = blocks(records, 7);
+        assert_eq!(unpaired, 0);
+        let seen: Vec<(u32, u64)> = out.iter().map(|b| (b.tid, b.block.ts)).collect();
+        assert_eq!(seen, [(7, 10), (8, 20), (8, 25), (7, 30)]);
+        assert_eq!(out[1].block.futex.unwrap().uaddr, 0x1000);
+    }
+
+    /// A futex block whose arguments never came, cut by a thread record, stays its thread's.
+    #[test]
+    fn a_pair_cut_by_a_thread_record_stays_with_its_thread() {
+        let mut records = block(10, Some((0x1000, 0x89))).encode();
+        records.pop();
+        records.push(thread_record(20, 9));
+        records.extend(block(20, None).encode());
+        let (out, unpaired) = blocks(records, 4);
+        assert_eq!(unpaired, 1);
+        let seen: Vec<(u32, u64)> = out.iter().map(|b| (b.tid, b.block.ts)).collect();
+        assert_eq!(seen, [(4, 10), (9, 20)]);
+        assert_eq!(out[0].block.futex, None);
+    }
+
+    #[test]
+    fn addresses_keep_48_bits() {
+        let b = block(1, Some((0xffff_1234_5678_9abc, 0)));
+        let (out, _) = blocks(b.encode(), 1);
+        assert_eq!(out[0].block.futex.unwrap().uaddr, 0x1234_5678_9abc);
+    }
+
+    #[test]
+    fn a_cut_pair_is_counted_not_invented() {
+        let mut records = block(10, Some((0x1000, 0x89))).encode();
+        records.pop();
+        records.extend(block(20, None).encode());
+        // A futex record with no block before it.
+        let mut stray = block(30, Some((0x2000, 0x89))).encode();
+        stray.remove(0);
+        records.extend(stray);
+        let (out, unpaired) = blocks(records, 1);
+        let out = only_blocks(out);
+        assert_eq!(out.len(), 2, "{out:?}");
+        assert_eq!(out[0].futex, None);
+        assert_eq!(out[1].ts, 20);
+        assert_eq!(unpaired, 2);
+    }
+}
