@@ -588,6 +588,10 @@ fn belongs_to(s: &SharingPage<'_>, l: &LineReport) -> String {
 
 // ---- timeline ----
 
+/// Most MPI ranks drawn as lanes, and as bars.
+const MAX_LANES: usize = 32;
+const MAX_BARS: usize = 256;
+
 /// Pixel columns of the timeline's plot.
 const PLOT_W: usize = 960;
 const LABEL_W: f64 = 190.0;
@@ -651,8 +655,37 @@ impl Lane {
     }
 }
 
-/// Draws a lane's columns at `y` (height `h`) in `colour`: runs of columns with the same
-/// shade and the same top label become one rectangle, with a tooltip naming the label.
+/// At most this many rectangles per strip: a run of any length gives a timeline of bounded size
+/// (32 lanes × 3 strips × 160 rectangles of about 250 bytes: under 4 MB).
+const MAX_RUNS: usize = 160;
+
+/// The strip's runs: cells of 1, 2, 4… columns (as few as keep the runs within [`MAX_RUNS`]),
+/// each given a key by `key(first column, end column)` (`None`: nothing drawn), and runs of
+/// cells with equal keys merged: `(first column, end column, key)`.
+fn runs<K: PartialEq>(key: impl Fn(usize, usize) -> Option<K>) -> Vec<(usize, usize, K)> {
+    let mut cell = 1;
+    loop {
+        let mut out: Vec<(usize, usize, K)> = Vec::new();
+        let mut c = 0;
+        while c < PLOT_W {
+            let end = (c + cell).min(PLOT_W);
+            if let Some(k) = key(c, end) {
+                match out.last_mut() {
+                    Some(last) if last.1 == c && last.2 == k => last.1 = end,
+                    _ => out.push((c, end, k)),
+                }
+            }
+            c = end;
+        }
+        if out.len() <= MAX_RUNS || cell >= PLOT_W {
+            return out;
+        }
+        cell *= 2;
+    }
+}
+
+/// Draws a lane's columns at `y` (height `h`) in `colour`: runs of cells with the same shade
+/// and the same top label become one rectangle, with a tooltip naming the label.
 #[allow(clippy::too_many_arguments)]
 fn draw_lane(
     svg: &mut String,
@@ -665,45 +698,37 @@ fn draw_lane(
     labels: &[String],
 ) {
     let per = axis.ns_per_column();
-    let shade = |c: usize| -> u8 {
-        if lane.ns[c] == 0 {
-            0
-        } else {
-            // Busy fraction of the column, in 4 steps (several threads' waits can add past 1).
-            (1.0 + 3.0 * (lane.ns[c] as f64 / per).min(1.0)).round() as u8
+    let key = |a: usize, b: usize| -> Option<(u8, Option<u32>)> {
+        let ns: u64 = lane.ns[a..b].iter().sum();
+        if ns == 0 {
+            return None;
         }
+        // Busy fraction of the cell, in 4 steps (several threads' waits can add past 1).
+        let shade = (1.0 + 3.0 * (ns as f64 / (per * (b - a) as f64)).min(1.0)).round() as u8;
+        let top = lane.top[a..b]
+            .iter()
+            .flatten()
+            .max_by_key(|(_, length)| *length);
+        Some((shade, top.map(|(l, _)| *l)))
     };
-    let mut c = 0;
-    while c < PLOT_W {
-        let s = shade(c);
-        if s == 0 {
-            c += 1;
-            continue;
-        }
-        let label = lane.top[c].map(|(l, _)| l);
-        let mut end = c + 1;
-        let mut total = lane.ns[c];
-        while end < PLOT_W && shade(end) == s && lane.top[end].map(|(l, _)| l) == label {
-            total = total.saturating_add(lane.ns[end]);
-            end += 1;
-        }
-        let x = LABEL_W + c as f64;
-        let t0 = per * c as f64 / 1e9;
-        let t1 = per * end as f64 / 1e9;
+    for (c, end, (shade, label)) in runs(key) {
+        let total: u64 = lane.ns[c..end].iter().sum();
         let name = label
             .and_then(|l| labels.get(l as usize))
             .map_or("?", String::as_str);
         let _ = write!(
             svg,
-            "<rect x=\"{x}\" y=\"{y:.1}\" width=\"{}\" height=\"{h:.1}\" fill=\"{}\" fill-opacity=\"{:.2}\"><title>{} {}: {} ms in {t0:.3}–{t1:.3} s</title></rect>",
+            "<rect x=\"{}\" y=\"{y:.1}\" width=\"{}\" height=\"{h:.1}\" fill=\"{}\" fill-opacity=\"{:.2}\"><title>{} {}: {} ms in {:.3}–{:.3} s</title></rect>",
+            LABEL_W + c as f64,
             end - c,
             label.map_or_else(|| "#888".to_string(), colour),
-            0.25 * f64::from(s),
+            0.25 * f64::from(shade),
             escape(what),
             escape(name),
-            ms(total)
+            ms(total),
+            per * c as f64 / 1e9,
+            per * end as f64 / 1e9
         );
-        c = end;
     }
 }
 
@@ -1023,27 +1048,15 @@ fn state_strip(
             ns[col][k] = ns[col][k].saturating_add(inside);
         });
     }
-    let main = |col: usize| -> Option<usize> {
-        let v = ns[col];
-        (0..3).filter(|&k| v[k] > 0).max_by_key(|&k| v[k])
+    let main = |a: usize, b: usize| -> Option<usize> {
+        let sum = |k: usize| ns[a..b].iter().map(|v| v[k]).sum::<u64>();
+        (0..3).filter(|&k| sum(k) > 0).max_by_key(|&k| sum(k))
     };
     let colours = ["#2ca02c", "#ff7f0e", "#c7c7c7"];
     let names = ["running", "runnable", "blocked"];
     let per = axis.ns_per_column();
-    let mut c = 0;
-    while c < PLOT_W {
-        let Some(k) = main(c) else {
-            c += 1;
-            continue;
-        };
-        let mut end = c + 1;
-        let mut sums = ns[c];
-        while end < PLOT_W && main(end) == Some(k) {
-            for j in 0..3 {
-                sums[j] = sums[j].saturating_add(ns[end][j]);
-            }
-            end += 1;
-        }
+    for (c, end, k) in runs(main) {
+        let sum = |j: usize| ns[c..end].iter().map(|v| v[j]).sum::<u64>();
         let _ = write!(
             svg,
             "<rect x=\"{}\" y=\"{y:.1}\" width=\"{}\" height=\"{h:.1}\" fill=\"{}\"><title>{}: mostly {} in {:.3}–{:.3} s (running {} ms, runnable {} ms, blocked {} ms)</title></rect>",
@@ -1054,11 +1067,10 @@ fn state_strip(
             names[k],
             per * c as f64 / 1e9,
             per * end as f64 / 1e9,
-            ms(sums[0]),
-            ms(sums[1]),
-            ms(sums[2])
+            ms(sum(0)),
+            ms(sum(1)),
+            ms(sum(2))
         );
-        c = end;
     }
 }
 
@@ -1152,7 +1164,20 @@ fn mpi_over_time(out: &mut String, m: &MpiPage<'_>) {
         start: start.saturating_sub(pad),
         end: end.saturating_add(pad),
     };
-    let ranks: Vec<u32> = m.run.ranks.iter().map(|r| r.rank).collect();
+    // The ranks that waited most, in rank order: a bounded number of lanes.
+    let mut ranks: Vec<(u64, u32)> = m
+        .run
+        .ranks
+        .iter()
+        .map(|r| {
+            let waited = w.ranks.iter().find(|x| x.rank == r.rank);
+            (waited.map_or(0, |x| x.suffered_ns), r.rank)
+        })
+        .collect();
+    ranks.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    let more = ranks.len().saturating_sub(MAX_LANES);
+    let mut ranks: Vec<u32> = ranks.into_iter().take(MAX_LANES).map(|(_, r)| r).collect();
+    ranks.sort_unstable();
     let lane_h = 22.0;
     let top = 10.0;
     let bottom = top + lane_h * ranks.len() as f64;
@@ -1243,6 +1268,12 @@ fn mpi_over_time(out: &mut String, m: &MpiPage<'_>) {
     }
     legend.push_str("</p>\n");
     out.push_str(&legend);
+    if more > 0 {
+        let _ = writeln!(
+            out,
+            "<p class=\"note\">{more} more rank(s) not drawn (the {MAX_LANES} that waited longest are).</p>"
+        );
+    }
 }
 
 // ---- locks ----
@@ -1738,7 +1769,8 @@ fn rank_bars(out: &mut String, m: &MpiPage<'_>) {
         .unwrap_or(0)
         .max(1) as f64;
     let (left, bar_w, bar_h, top) = (80.0, 760.0, 20.0, 10.0);
-    let height = top + (bar_h + 8.0) * r.ranks.len() as f64 + 20.0;
+    let shown = &r.ranks[..r.ranks.len().min(MAX_BARS)];
+    let height = top + (bar_h + 8.0) * shown.len() as f64 + 20.0;
     let mut svg = String::new();
     let _ = write!(
         svg,
@@ -1746,7 +1778,7 @@ fn rank_bars(out: &mut String, m: &MpiPage<'_>) {
         left + bar_w + 20.0
     );
     let mut used = std::collections::BTreeSet::new();
-    for (k, rank) in r.ranks.iter().enumerate() {
+    for (k, rank) in shown.iter().enumerate() {
         let y = top + (bar_h + 8.0) * k as f64;
         let _ = write!(
             svg,
@@ -1803,6 +1835,13 @@ fn rank_bars(out: &mut String, m: &MpiPage<'_>) {
     svg.push_str("</svg>");
     out.push_str("<h3>Time of each rank, by what it did</h3>\n");
     chart(out, &svg);
+    if r.ranks.len() > shown.len() {
+        let _ = writeln!(
+            out,
+            "<p class=\"note\">The first {MAX_BARS} of {} ranks are drawn.</p>",
+            r.ranks.len()
+        );
+    }
     let mut legend = String::from("<p class=\"legend\"><span><i style=\"background:#d9d9d9\"></i>computing (outside MPI)</span><span><i style=\"background:#9ecae1\"></i>in MPI, not waiting for another rank</span>");
     for i in used {
         let _ = write!(
@@ -2216,6 +2255,19 @@ mod tests {
         assert_eq!(page.matches("<script>").count(), 2);
         assert_eq!(page.matches("<script").count(), 2);
         assert!(!page.contains("src=\"http") && !page.contains("href=\"http"));
+    }
+
+    #[test]
+    fn a_strip_has_at_most_its_budget_of_rectangles() {
+        // Alternating every column: 960 runs at one column a cell, coarsened until within
+        // the budget.
+        let got = runs(|a, _| Some(a % 2 == 0));
+        assert!(got.len() <= MAX_RUNS, "{}", got.len());
+        assert_eq!(got.first().map(|r| r.0), Some(0));
+        assert_eq!(got.last().map(|r| r.1), Some(PLOT_W));
+        // Few changes: kept at one column a cell, merged into runs.
+        let got = runs(|a, _| (a >= 10).then_some(a < 500));
+        assert_eq!(got, vec![(10, 500, true), (500, PLOT_W, false)]);
     }
 
     #[test]
