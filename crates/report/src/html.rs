@@ -196,7 +196,9 @@ footer{color:var(--muted);font-size:.85em;padding:1em 1.2em;border-top:1px solid
 const CATCH: &str = r#"window.addEventListener("error",function(e){document.documentElement.setAttribute("data-js-error",String(e.message));});"#;
 
 /// Sorting by a column header (click or Enter; numbers by `data-v`), opening and closing every
-/// section, every section open for printing. `data-js="ok"` on `<html>` when it ran through.
+/// section, every section open for printing. `data-js="ok"` on `<html>` when it ran through;
+/// `data-load-ms`, when the load event came, in ms since navigation began (browser start not
+/// counted: what scripts/bench-html.sh reads).
 const JS: &str = r#"
 (function(){
 "use strict";
@@ -238,6 +240,7 @@ Array.prototype.forEach.call(document.querySelectorAll("button[data-details]"),f
  b.addEventListener("click",function(){all(b.getAttribute("data-details")==="open");});
 });
 window.addEventListener("beforeprint",function(){all(true);});
+window.addEventListener("load",function(){root.setAttribute("data-load-ms",String(Math.round(performance.now())));});
 root.setAttribute("data-js","ok");
 })();
 "#;

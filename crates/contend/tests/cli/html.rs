@@ -275,8 +275,8 @@ fn dump_dom(page: &Path) -> (String, String) {
     (String::from_utf8_lossy(&out.stdout).into_owned(), log)
 }
 
-/// What a page that loaded cleanly in the browser shows: its script ran through and raised
-/// nothing.
+/// What a page that loaded cleanly in the browser shows: its script ran through, raised
+/// nothing, and the load event came.
 fn assert_ran_cleanly(dom: &str, log: &str) {
     assert!(
         dom.contains("data-js=\"ok\""),
@@ -284,6 +284,10 @@ fn assert_ran_cleanly(dom: &str, log: &str) {
         &dom[..dom.len().min(400)]
     );
     assert!(!dom.contains("data-js-error=\""), "a script error: {dom}");
+    assert!(
+        dom.contains("data-load-ms=\""),
+        "the page never reached its load event"
+    );
     assert!(
         !log.contains("Uncaught"),
         "a JavaScript error in the console: {log}"
