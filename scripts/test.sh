@@ -45,6 +45,7 @@ command -v perf >/dev/null || need_pkgs+=(linux-perf)    # perf c2c report check
 command -v man >/dev/null || need_pkgs+=(man-db)        # `contend man` pages are rendered with man -l
 command -v bpftrace >/dev/null || need_pkgs+=(bpftrace)  # the futex waits' independent oracle (scripts/futex-wait.bt)
 command -v ip >/dev/null || need_pkgs+=(iproute2)        # the fake cluster (scripts/fake-cluster.sh) joins its hosts with veth pairs
+command -v chromium >/dev/null || need_pkgs+=(chromium)  # `report --html` pages are opened in headless Chromium
 if ((${#need_pkgs[@]})); then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}"

@@ -439,6 +439,15 @@ fn render_line(rank: usize, l: &LineReport, naming: &Naming) -> String {
         t.add_row(cells);
     }
     let _ = writeln!(out, "{t}");
+    if let Some(fix) = fix_hint(l) {
+        let _ = writeln!(out, "{fix}");
+    }
+    out
+}
+
+/// What to do about a line, in one sentence: which field groups to put on separate lines and
+/// what that saves, or why no layout fix helps (true sharing); `None` when neither is known.
+pub fn fix_hint(l: &LineReport) -> Option<String> {
     if let Some(h) = &l.hint {
         let groups: Vec<String> = h
             .groups
@@ -453,8 +462,7 @@ fn render_line(rank: usize, l: &LineReport, naming: &Naming) -> String {
                 format!("[{}] ({})", ranges.join(" "), threads.join(","))
             })
             .collect();
-        let _ = writeln!(
-            out,
+        Some(format!(
             "Fix: put {} on separate cache lines (pad or align each to {} B): {} {} fewer transfers ({}){}",
             groups.join(", "),
             l.line_size,
@@ -468,14 +476,12 @@ fn render_line(rank: usize, l: &LineReport, naming: &Naming) -> String {
                 ),
                 None => String::new(),
             }
-        );
+        ))
     } else if l.class == Some(Class::TrueSharing) {
-        let _ = writeln!(
-            out,
-            "No layout fix: the threads share the data itself; fewer writes to it (per-thread copies combined at the end) would remove the transfers."
-        );
+        Some("No layout fix: the threads share the data itself; fewer writes to it (per-thread copies combined at the end) would remove the transfers.".to_string())
+    } else {
+        None
     }
-    out
 }
 
 fn join<T: ToString>(v: &[T]) -> String {

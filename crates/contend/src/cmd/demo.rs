@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Keep the build directory (its path is printed) instead of removing it.
+    /// Keep the build directory (its path is printed), with each section's HTML page, instead
+    /// of removing it.
     #[arg(long)]
     keep: bool,
 }
@@ -118,6 +119,18 @@ fn ms(ns: f64) -> String {
     format!("{:.1}", ns / 1e6)
 }
 
+/// The page `contend report RUN --html PATH` writes, written here without printing the text
+/// report a second time (for runs whose section showed another command's report).
+fn write_page(run_dir: &Path, path: &Path) -> anyhow::Result<()> {
+    let run = explain::open(run_dir, &explain::Options::default())
+        .map_err(|e| anyhow::anyhow!("`contend report` failed: {e}"))?;
+    let page = report::html::render(&run.page(report::html::Options::default()));
+    // The build directory is the demo's own (mkdtemp, 0700): nothing else can be there.
+    std::fs::write(path, page).with_context(|| format!("writing {}", path.display()))?;
+    crate::output::outln!("wrote this section's page: {}\n", path.display());
+    Ok(())
+}
+
 /// Total lock wait and critical-path wait of a run, as `contend report` finds them.
 fn lock_waits(run_dir: &Path) -> anyhow::Result<(f64, f64)> {
     let run = explain::open(run_dir, &explain::Options::default())
@@ -141,6 +154,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         examples::compiler(),
         dir.path().display()
     );
+
+    // One page per section with a run (`contend report RUN --html`), in the build directory.
+    let pages_dir = dir.path().join("pages");
+    std::fs::create_dir(&pages_dir).context("creating the pages directory")?;
+    let page = |name: &str| pages_dir.join(name).to_string_lossy().into_owned();
+    let mut pages: Vec<String> = Vec::new();
 
     section(
         1,
@@ -184,7 +203,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let run_dir = dir.path().join("planted.data");
     let truth = record_quietly(&planted, &run_dir)?;
     let run_dir_s = run_dir.to_string_lossy().into_owned();
-    contend(&["report", &run_dir_s, "--top", "2"])?;
+    let locks_page = page("3-locks.html");
+    contend(&["report", &run_dir_s, "--top", "2", "--html", &locks_page])?;
+    pages.push(locks_page);
     crate::output::outln!(
         "The program's own measurement: hot_lock held {} ms and waited for {} ms in total.",
         truth_ms(&truth, "hot_lock.hold_ns_total"),
@@ -240,12 +261,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let serialised_s = serialised.to_string_lossy().into_owned();
     let timeline = dir.path().join("independent-threads.svg");
     contend(&["record", "-o", &run_dir_s, "--", &independent_s, "-t", "2"])?;
+    let activity_page = page("5-activity.html");
     contend(&[
         "report",
         &run_dir_s,
         "--timeline",
         &timeline.to_string_lossy(),
+        "--html",
+        &activity_page,
     ])?;
+    pages.push(activity_page);
 
     section(
         6,
@@ -356,7 +381,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let late_s = late.to_string_lossy().into_owned();
             record.extend(["-np", "2", &late_s, "100", "3"]);
             contend(&record)?;
-            contend(&["report", &late_run_s])?;
+            let mpi_page = page("8-mpi.html");
+            contend(&["report", &late_run_s, "--html", &mpi_page])?;
+            pages.push(mpi_page);
             let nxn_s = nxn.to_string_lossy().into_owned();
             let mut runs = Vec::new();
             for (name, delay) in [("nxn.data", "100"), ("nxn-balanced.data", "10")] {
@@ -422,6 +449,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         sharing_runs.push(run);
     }
     contend(&["c2c", "report", "--top", "1", &sharing_runs[0]])?;
+    let sharing_page = page("9-sharing.html");
+    write_page(Path::new(&sharing_runs[0]), Path::new(&sharing_page))?;
+    pages.push(sharing_page);
     crate::output::outln!("The padded twin, the same work with `writer` on its own line:");
     contend(&["c2c", "report", &sharing_runs[1]])?;
     let counter_run = dir
@@ -548,6 +578,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.keep {
         let kept = dir.keep();
         crate::output::outln!("build directory kept: {}", kept.display());
+        crate::output::outln!("the sections' pages, to open in a browser:");
+        for p in &pages {
+            crate::output::outln!("  {p}");
+        }
+    } else {
+        crate::output::outln!(
+            "The sections' {} pages were written in {} and go with the build directory: `contend demo --keep` keeps them.",
+            pages.len(),
+            pages_dir.display()
+        );
     }
     crate::output::outln!("Demo finished.");
     Ok(())

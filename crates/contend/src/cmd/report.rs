@@ -1,7 +1,8 @@
 //! `contend report [RUN]`: the run explained (`explain::open`: the run summary, then the
 //! activity, locks, MPI and sharing sections the run has), rendered as text by the `report`
 //! crate or printed as the model's JSON; and the exports (Perfetto, pprof, folded stacks,
-//! histograms, the timeline and heat strips) written from the same model.
+//! histograms, the timeline and heat strips) and the self-contained HTML page (`--html`),
+//! written from the same model.
 
 use crate::exit::bad_input;
 use explain::Explained;
@@ -15,6 +16,10 @@ pub struct Args {
     /// Print the report as JSON on stdout.
     #[arg(long)]
     json: bool,
+    /// Write the whole report as one self-contained HTML page (inline charts, no network):
+    /// a new file, never one that exists.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
     /// Write the activity timeline (running and waiting threads over time) as SVG.
     #[arg(long, value_name = "FILE")]
     timeline: Option<PathBuf>,
@@ -166,6 +171,17 @@ impl Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let explained =
         explain::open_any(&args.run, &args.options()).map_err(|e| bad_input(e.to_string()))?;
+    // The page's file is made before anything is printed: a path that cannot be a new file
+    // is one line and exit 2, not a report followed by an error.
+    let html_file = match (&args.html, &explained) {
+        (Some(_), Explained::Scale(_)) => {
+            return Err(bad_input(
+                "--html: a page for a `contend scale` directory is not made yet; give a run directory (one of its runs)",
+            ))
+        }
+        (Some(path), Explained::Run(_)) => Some((path, create_new(path)?)),
+        (None, _) => None,
+    };
     for notice in explained.notices() {
         crate::ui::note(notice);
     }
@@ -257,6 +273,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         crate::output::outln!();
         crate::output::out!("{}", report::run_summary::render_streams(&loaded.summary));
     }
+    if let Some((path, file)) = html_file {
+        let page = report::html::render(&loaded.page(report::html::Options {
+            sharing_top: args.sharing.sharing_top,
+            transfer_ns: args.sharing.transfer_ns,
+            ..Default::default()
+        }));
+        write_page(path, file, page.as_bytes())?;
+        crate::ui::status(format_args!(
+            "wrote the report page {} ({} KiB; open it in a browser)",
+            path.display(),
+            page.len().div_ceil(1024)
+        ));
+    }
     if let Some(dir) = &args.sharing.sharing_svg {
         match &loaded.sharing {
             Some(s) => crate::output::write_strips(s, dir, args.sharing.sharing_top)?,
@@ -298,6 +327,35 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         write_lock_exports(&l.report, &l.naming, &args.locks)?;
     }
     Ok(())
+}
+
+/// A new file `path` for the page (mode 0600 less the umask; `O_EXCL|O_NOFOLLOW`: never an
+/// existing file, nor through a symlink someone planted): a path that cannot be one is bad
+/// input (exit 2).
+fn create_new(path: &std::path::Path) -> anyhow::Result<std::fs::File> {
+    observe::private::create_new(path, 0o600).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::AlreadyExists {
+            bad_input(format!(
+                "cannot write {}: it exists (give a new file name; an existing file is never overwritten)",
+                path.display()
+            ))
+        } else {
+            bad_input(format!("cannot write {e}"))
+        }
+    })
+}
+
+/// Writes the page into the file [`create_new`] made; a write that fails is the machine's
+/// (exit 1), and the half-written file is removed.
+fn write_page(path: &std::path::Path, mut file: std::fs::File, bytes: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write;
+    file.write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .map_err(|e| {
+            // Ours, made a moment ago: a half-written page is not left to be opened.
+            let _ = std::fs::remove_file(path);
+            anyhow::anyhow!("writing {}: {e}", path.display())
+        })
 }
 
 /// Creates an export file (or stdout for `-`), with the error naming the file.

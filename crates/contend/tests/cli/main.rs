@@ -25,6 +25,7 @@ mod hostile_private;
 mod hostile_probe;
 mod hostile_sharing;
 mod hostile_topology;
+mod html;
 mod installed;
 mod interfere;
 mod locks;

@@ -1,0 +1,360 @@
+//! `contend report RUN --html FILE`: one self-contained page per run. On the bundled fixture
+//! runs (fixtures/runs/*) the page names what the text report names (locks, call sites with
+//! file:line, ranks, line addresses) and says which sections the run lacks; names from the
+//! program are shown as text, never run; a path that cannot be a new file is refused; and in
+//! a real headless Chromium the page's DOM holds the same and its script raises no error.
+
+use crate::common::{assert_one_line_error, contend_in, output_within, serial, stderr};
+use crate::fixtures::staged;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// `contend report NAME --html page.html` in `dir`, which must succeed: the page.
+fn page_of(dir: &Path, name: &str) -> String {
+    let out = contend_in(dir, &["report", name, "--html", "page.html"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("wrote the report page page.html"),
+        "{}",
+        stderr(&out)
+    );
+    let path = dir.join("page.html");
+    let page = std::fs::read_to_string(&path).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode & 0o077, 0, "the page is private, mode {mode:o}");
+    page
+}
+
+/// What every page is: one HTML5 document, its scripts inline, nothing fetched.
+fn assert_self_contained(page: &str) {
+    assert!(page.starts_with("<!DOCTYPE html>"), "{}", &page[..100]);
+    assert!(page.trim_end().ends_with("</html>"));
+    // Its own two scripts (the error catcher in the head, the sorting at the end), inline.
+    assert_eq!(page.matches("<script").count(), 2, "two scripts");
+    assert_eq!(page.matches("<script>").count(), 2, "inline scripts only");
+    for fetch in ["src=\"http", "href=\"http", "url(http", "@import", "<link"] {
+        assert!(!page.contains(fetch), "the page fetches something: {fetch}");
+    }
+    for id in [
+        "overview", "timeline", "locks", "activity", "mpi", "sharing", "streams",
+    ] {
+        assert!(
+            page.contains(&format!("<section id=\"{id}\">")),
+            "no {id} section"
+        );
+    }
+}
+
+#[test]
+fn the_locks_fixture_page_names_its_lock_call_site_threads_and_findings() {
+    let tmp = staged("locks");
+    let page = page_of(tmp.path(), "locks");
+    assert_self_contained(&page);
+    // The overview: command, what was captured and not, and the top lock in words.
+    assert!(page.contains("./planted_hold -t 3 -k 20 -H 500 -w 100 -c 5"));
+    assert!(page.contains("schedstat, locks, sched-tracepoints"));
+    assert!(page.contains("no PMU on this machine"));
+    assert!(page.contains(
+        "Top lock: hot_lock (0x564956446200) waited 50.544 ms in 14 contended acquisition(s)"
+    ));
+    assert!(page.contains("most at update_shared_counter (planted_hold.c:147) (50.544 ms)"));
+    // The locks section: the lock's row and its call site's, sortable by their values.
+    assert!(page.contains("<table class=\"sortable\" id=\"lock-table\">"));
+    assert!(page.contains("<td>hot_lock (0x564956446200)</td>"));
+    assert!(page.contains("<td>update_shared_counter (planted_hold.c:147)</td>"));
+    assert!(
+        page.contains("<td class=\"num\" data-v=\"50543937\">50.544</td>"),
+        "the wait is shown in ms and sorts by its ns"
+    );
+    assert!(page.contains("<h3>Wait histograms</h3>"));
+    // The timeline: the threads' lanes with the waits' tooltips naming lock and site.
+    assert!(page.contains("id=\"timeline-threads\""));
+    assert!(page.contains(
+        "waited for hot_lock (0x564956446200) at update_shared_counter (planted_hold.c:147):"
+    ));
+    assert!(page.contains("mostly running in"), "scheduler states drawn");
+    // The sections this run lacks say so.
+    assert!(page.contains("MPI was not recorded in this run"));
+    assert!(page.contains("Cache-line sharing was not recorded"));
+    assert!(page.len() < 2 << 20, "{} bytes", page.len());
+}
+
+#[test]
+fn the_heap_locks_page_names_the_heap_block_a_lock_lives_in() {
+    let tmp = staged("heap-locks");
+    let page = page_of(tmp.path(), "heap-locks");
+    assert_self_contained(&page);
+    assert!(
+        page.contains("block of 72 B from open_account (heap_locks.cpp:75), +16 (0x55985218aec0)")
+    );
+    assert!(page.contains("transfer (heap_locks.cpp:100)"));
+}
+
+#[test]
+fn the_mpi_fixture_page_has_ranks_patterns_and_call_sites() {
+    let tmp = staged("mpi");
+    let page = page_of(tmp.path(), "mpi");
+    assert_self_contained(&page);
+    assert!(page.contains("2 rank(s) recorded of 2 in MPI_COMM_WORLD"));
+    assert!(page.contains(
+        "MPI: Late Sender cost the most delay, 64.133 ms in 3 wait state(s); rank 1 waited most (64.133 ms); rank 0 caused most of it by being late (64.133 ms); most at main (late_sender.c:174)"
+    ));
+    assert!(page.contains("id=\"rank-bars\""));
+    assert!(page.contains("<title>rank 1: Late Sender: 64.133 ms</title>"));
+    assert!(page.contains("id=\"timeline-ranks\""));
+    assert!(page.contains(">rank 0</text>") && page.contains(">rank 1</text>"));
+    assert!(page.contains("<td>main (late_sender.c:174)</td>"));
+    assert!(page.contains("<td>MPI_Recv</td>"));
+    assert!(page.contains("Locks were not recorded in this run"));
+    assert!(page.contains("Cache-line sharing was not recorded"));
+}
+
+#[test]
+fn the_sharing_fixture_page_lays_out_the_hot_line_and_its_fix() {
+    let tmp = staged("sharing");
+    let page = page_of(tmp.path(), "sharing");
+    assert_self_contained(&page);
+    assert!(page.contains("<td>0x55f0258ae1c0</td>"));
+    assert!(page.contains("<td>rw (global)</td>"));
+    assert!(page.contains(
+        "Hottest shared cache line: 0x55f0258ae1c0 (rw (global)) in pid 12258: 144 transfers"
+    ));
+    assert!(page.contains("false sharing"));
+    assert!(page.contains("Fix: put ["), "the fix hint");
+    assert!(page.contains("class=\"byte-layout\""));
+    assert!(page.contains("Bytes of 0x55f0258ae1c0 by the thread that touched them"));
+    assert!(page.contains("Locks were not recorded in this run"));
+    assert!(page.contains("MPI was not recorded in this run"));
+}
+
+#[test]
+fn the_activity_fixture_page_has_threads_and_says_no_locks_were_recorded() {
+    let tmp = staged("activity");
+    let page = page_of(tmp.path(), "activity");
+    assert_self_contained(&page);
+    assert!(page.contains("./serialised -t 2 -w 100 -c 25"));
+    assert!(page.contains("<table class=\"sortable\" id=\"thread-table\">"));
+    assert!(page.contains("Locks were not recorded in this run"));
+    assert!(page.contains("id=\"timeline-threads\""));
+}
+
+#[test]
+fn a_page_is_only_written_as_a_new_file() {
+    let tmp = staged("locks");
+    let dir = tmp.path();
+    // A directory that does not exist.
+    let out = contend_in(dir, &["report", "locks", "--html", "no/such/dir/page.html"]);
+    assert_one_line_error(&out, 2, &["cannot write", "no/such/dir/page.html"]);
+    // An existing file is never overwritten.
+    std::fs::write(dir.join("kept.html"), "mine").unwrap();
+    let out = contend_in(dir, &["report", "locks", "--html", "kept.html"]);
+    assert_one_line_error(&out, 2, &["kept.html", "exists"]);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("kept.html")).unwrap(),
+        "mine"
+    );
+    // Nor a symlink followed to another file.
+    std::fs::write(dir.join("target"), "theirs").unwrap();
+    std::os::unix::fs::symlink(dir.join("target"), dir.join("link.html")).unwrap();
+    let out = contend_in(dir, &["report", "locks", "--html", "link.html"]);
+    assert_one_line_error(&out, 2, &["link.html"]);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("target")).unwrap(),
+        "theirs"
+    );
+    // A scale directory has no page yet: said, not an empty page.
+    let scale = staged("scale");
+    let out = contend_in(scale.path(), &["report", "scale", "--html", "s.html"]);
+    assert_one_line_error(&out, 2, &["--html", "scale"]);
+    assert!(!scale.path().join("s.html").exists());
+}
+
+/// A thread named as markup that would run if the page did not escape it (`onload` runs as
+/// the element is parsed, and `Z`, unlike `x`, is no property of an SVG element, so it throws
+/// a ReferenceError the page's error catcher records; 14 bytes, within the 15 of a thread
+/// name), and an argument that would run too: the page shows both as text.
+const HOSTILE_THREAD: &str = "<svg onload=Z>";
+const HOSTILE_ARG: &str = "<script>alert(1)</script>";
+
+const NAMED_THREADS_C: &str = r#"
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <time.h>
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static void *work(void *name) {
+    pthread_setname_np(pthread_self(), (const char *)name);
+    for (int i = 0; i < 100; i++) {
+        pthread_mutex_lock(&lock);
+        struct timespec t = {0, 300000};
+        nanosleep(&t, 0);
+        pthread_mutex_unlock(&lock);
+    }
+    return 0;
+}
+int main(int argc, char **argv) {
+    (void)argc; (void)argv;
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) pthread_create(&t[i], 0, work, (void *)"<svg onload=Z>");
+    for (int i = 0; i < 2; i++) pthread_join(t[i], 0);
+    printf("truth threads=2\n");
+    return 0;
+}
+"#;
+
+/// Records the program above (threads named [`HOSTILE_THREAD`], run with [`HOSTILE_ARG`]) and
+/// writes its page: the page's path, or `None` without a C compiler (a visible skip).
+fn hostile_page(dir: &Path) -> Option<PathBuf> {
+    if !testkit::require_command("cc", "gcc") {
+        return None;
+    }
+    let src = dir.join("named.c");
+    std::fs::write(&src, NAMED_THREADS_C).unwrap();
+    let exe = dir.join("named");
+    let status = Command::new("cc")
+        .args(["-O2", "-g", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(status.success(), "building the named-threads program");
+    crate::common::record(dir, &["--locks"], &exe, &[HOSTILE_ARG]);
+    let out = contend_in(dir, &["report", "run", "--html", "page.html"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    Some(dir.join("page.html"))
+}
+
+#[test]
+fn names_from_the_program_are_shown_as_text_never_run() {
+    let _one = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(path) = hostile_page(tmp.path()) else {
+        return;
+    };
+    let page = std::fs::read_to_string(path).unwrap();
+    assert!(
+        !page.contains(HOSTILE_THREAD),
+        "the thread name is unescaped"
+    );
+    assert!(!page.contains(HOSTILE_ARG), "the argument is unescaped");
+    assert!(
+        page.contains("&lt;svg onload=Z&gt;"),
+        "the thread name is not on the page at all"
+    );
+    assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+}
+
+/// Debian's `chromium`, or `None` (a skip; a failure under CI, where scripts/test.sh
+/// installs it).
+fn chromium() -> bool {
+    testkit::require_command("chromium", "chromium")
+}
+
+/// The page's DOM after Chromium loaded it and ran its script, and Chromium's log.
+fn dump_dom(page: &Path) -> (String, String) {
+    let profile = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new("chromium");
+    cmd.args([
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-extensions",
+        "--enable-logging=stderr",
+        "--v=0",
+    ])
+    .arg(format!("--user-data-dir={}", profile.path().display()))
+    .arg("--dump-dom")
+    .arg(page);
+    let out = output_within(&mut cmd, Duration::from_secs(120))
+        .expect("chromium did not finish within 120 s");
+    let log = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "chromium failed: {log}");
+    (String::from_utf8_lossy(&out.stdout).into_owned(), log)
+}
+
+/// What a page that loaded cleanly in the browser shows: its script ran through, raised
+/// nothing, and the load event came.
+fn assert_ran_cleanly(dom: &str, log: &str) {
+    assert!(
+        dom.contains("data-js=\"ok\""),
+        "the page's script did not finish: {}",
+        &dom[..dom.len().min(400)]
+    );
+    assert!(!dom.contains("data-js-error=\""), "a script error: {dom}");
+    assert!(
+        dom.contains("data-load-ms=\""),
+        "the page never reached its load event"
+    );
+    assert!(
+        !log.contains("Uncaught"),
+        "a JavaScript error in the console: {log}"
+    );
+}
+
+#[test]
+fn chromium_shows_every_fixture_page_with_no_script_error() {
+    if !chromium() {
+        return;
+    }
+    for (name, expected) in [
+        (
+            "locks",
+            &[
+                "hot_lock (0x564956446200)",
+                "update_shared_counter (planted_hold.c:147)",
+            ][..],
+        ),
+        (
+            "mpi",
+            &["main (late_sender.c:174)", ">rank 1</text>", "Late Sender"][..],
+        ),
+        (
+            "sharing",
+            &["0x55f0258ae1c0", "rw (global)", "false sharing"][..],
+        ),
+        (
+            "heap-locks",
+            &["block of 72 B from open_account (heap_locks.cpp:75), +16"][..],
+        ),
+        ("activity", &["./serialised -t 2 -w 100 -c 25"][..]),
+    ] {
+        let tmp = staged(name);
+        let _ = page_of(tmp.path(), name);
+        let (dom, log) = dump_dom(&tmp.path().join("page.html"));
+        assert_ran_cleanly(&dom, &log);
+        for e in expected {
+            assert!(dom.contains(e), "{name}: {e:?} not in the DOM");
+        }
+        // The tables and charts are there after the script ran (it sorts, never removes).
+        assert!(dom.contains("<section id=\"overview\">"), "{name}");
+        assert!(
+            dom.contains("<svg") || name == "heap-locks",
+            "{name}: no chart"
+        );
+    }
+}
+
+#[test]
+fn chromium_shows_a_hostile_thread_name_as_text() {
+    if !chromium() {
+        return;
+    }
+    let _one = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(path) = hostile_page(tmp.path()) else {
+        return;
+    };
+    let (dom, log) = dump_dom(&path);
+    assert_ran_cleanly(&dom, &log);
+    // Had the name become markup, the DOM would hold an <svg onload="Z"> element and the
+    // page's `data-js-error` the ReferenceError of `Z`; as text it serialises escaped.
+    assert!(
+        !dom.contains("onload=\"Z\""),
+        "the thread name became an element"
+    );
+    assert!(dom.contains("&lt;svg onload=Z&gt;"));
+    assert!(!dom.contains("<script>alert(1)</script>"));
+}
