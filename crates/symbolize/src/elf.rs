@@ -169,6 +169,47 @@ pub(crate) struct ParsedElf {
     pub dwarf: Option<Result<gimli::Dwarf<Reader>, String>>,
     /// Problems that did not stop the parse (a bad compressed section, ...).
     pub warnings: Vec<String>,
+    /// The call frame information, for `crate::unwind`.
+    pub unwind: UnwindSections,
+}
+
+/// The sections an unwinder needs (link-time addresses and bytes), copied out of the file.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct UnwindSections {
+    pub text: Option<std::ops::Range<u64>>,
+    pub got: Option<std::ops::Range<u64>>,
+    pub eh_frame: Option<(std::ops::Range<u64>, Arc<[u8]>)>,
+    pub eh_frame_hdr: Option<(std::ops::Range<u64>, Arc<[u8]>)>,
+    pub debug_frame: Option<Arc<[u8]>>,
+}
+
+impl UnwindSections {
+    fn read(file: &object::File<'_>) -> UnwindSections {
+        let range = |name: &str| {
+            let s = file.section_by_name(name)?;
+            Some(s.address()..s.address().checked_add(s.size())?)
+        };
+        let bytes = |name: &str| -> Option<Arc<[u8]>> {
+            let s = file.section_by_name(name)?;
+            if s.kind() == SectionKind::UninitializedData {
+                return None;
+            }
+            section_data(&s).ok().map(|d| Arc::from(&*d))
+        };
+        let both = |name: &str| Some((range(name)?, bytes(name)?));
+        UnwindSections {
+            text: range(".text"),
+            got: range(".got"),
+            eh_frame: both(".eh_frame"),
+            eh_frame_hdr: both(".eh_frame_hdr"),
+            debug_frame: bytes(".debug_frame"),
+        }
+    }
+
+    /// No call frame information at all.
+    pub fn is_empty(&self) -> bool {
+        self.eh_frame.is_none() && self.debug_frame.is_none()
+    }
 }
 
 pub(crate) fn is_elf(data: &[u8]) -> bool {
@@ -249,6 +290,7 @@ pub(crate) fn parse_elf(data: &[u8]) -> Result<ParsedElf, String> {
         .or_else(|| file.section_by_name(".zdebug_info"))
         .is_some_and(|s| s.kind() != SectionKind::UninitializedData && s.size() > 0);
     let dwarf = has_debug_info.then(|| load_dwarf(&file, &mut warnings));
+    let unwind = UnwindSections::read(&file);
 
     Ok(ParsedElf {
         loads,
@@ -259,6 +301,7 @@ pub(crate) fn parse_elf(data: &[u8]) -> Result<ParsedElf, String> {
         debuglink,
         dwarf,
         warnings,
+        unwind,
     })
 }
 
@@ -311,6 +354,7 @@ pub(crate) struct ElfModule {
     pub funcs: SymTable,
     pub objects: SymTable,
     pub dwarf: Option<addr2line::Context<Reader>>,
+    pub unwind: Arc<UnwindSections>,
 }
 
 impl ElfModule {
@@ -319,12 +363,14 @@ impl ElfModule {
         funcs: Vec<Sym>,
         objects: Vec<Sym>,
         dwarf: Option<addr2line::Context<Reader>>,
+        unwind: UnwindSections,
     ) -> ElfModule {
         ElfModule {
             loads,
             funcs: SymTable::build(funcs),
             objects: SymTable::build(objects),
             dwarf,
+            unwind: Arc::new(unwind),
         }
     }
 
