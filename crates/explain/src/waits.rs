@@ -55,6 +55,7 @@ pub(crate) fn waits(
                 ts: b.block.ts,
                 reason: s.string(b.block.reason).map(String::from),
                 futex: b.block.futex,
+                stack: analysis::waits::StackIn::NotRecorded,
             };
             let i = *index.entry((pid, b.tid)).or_insert_with(|| {
                 threads.push(ThreadBlocks {
