@@ -56,14 +56,25 @@ pub enum StackIn {
     At(u32),
 }
 
+/// A named frame of a wait's stack.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WaitFrame {
+    /// The function, or the address as `module+0x…` where it has no name.
+    pub function: String,
+    pub file: Option<String>,
+    pub line: Option<u32>,
+    pub module: Option<String>,
+    pub address: u64,
+}
+
 /// A distinct user stack, unwound and named.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WaitStack {
     pub kind: WaitKind,
     /// The program's frame that waited (`main::{{closure}} (m.rs:27)`), if one was found.
     pub site: Option<String>,
-    /// Frame labels, innermost first (inlined frames expanded), for folded stacks.
-    pub frames: Vec<String>,
+    /// The frames, innermost first (inlined frames expanded), for profiles and folded stacks.
+    pub frames: Vec<WaitFrame>,
     /// It did not unwind past its first frame.
     pub unknown: bool,
 }
@@ -204,10 +215,20 @@ pub struct WaitReport {
     pub with_stack: u64,
     pub without_stack: u64,
     pub unknown_stacks: u64,
-    /// Folded stacks of the measured futex waits (`frame;frame;... ns`, outermost first), for
-    /// flame graphs; empty without stacks.
+    /// The measured futex waits per (process, futex word, stack), for profiles and folded
+    /// stacks; empty without stacks.
     #[serde(skip)]
-    pub folded: BTreeMap<String, u64>,
+    pub stack_waits: Vec<StackWaits>,
+}
+
+/// Measured futex waits on one word with one stack (an index into the stacks given).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StackWaits {
+    pub pid: u32,
+    pub uaddr: u64,
+    pub stack: u32,
+    pub waits: u64,
+    pub total_ns: u64,
 }
 
 /// Where a block ended: the switch in, and the wake-up before it, when traced.
@@ -290,6 +311,7 @@ pub fn waits_with_stacks(
     let mut per_thread: BTreeMap<(u32, u32), ThreadWaits> = BTreeMap::new();
     let mut sites: BTreeMap<(u32, u64), BTreeMap<SiteKey, SiteWaits>> = BTreeMap::new();
     let mut kinds: BTreeMap<WaitKind, KindWaits> = BTreeMap::new();
+    let mut stack_waits: BTreeMap<(u32, u64, u32), StackWaits> = BTreeMap::new();
     let (no_states, no_probes) = (Vec::new(), Vec::new());
     for t in threads {
         let states = by_tid.get(&t.tid).unwrap_or(&no_states);
@@ -375,15 +397,19 @@ pub fn waits_with_stacks(
                         });
                         k.waits += 1;
                         k.total_ns += len;
-                        if !st.frames.is_empty() {
-                            let folded = st
-                                .frames
-                                .iter()
-                                .rev()
-                                .map(|f| f.replace(';', ":"))
-                                .collect::<Vec<_>>()
-                                .join(";");
-                            *report.folded.entry(folded).or_default() += len;
+                    }
+                    if let StackIn::At(i) = b.stack {
+                        if stack.is_some() {
+                            let sw = stack_waits.entry((t.pid, f.uaddr, i)).or_insert_with(|| {
+                                StackWaits {
+                                    pid: t.pid,
+                                    uaddr: f.uaddr,
+                                    stack: i,
+                                    ..StackWaits::default()
+                                }
+                            });
+                            sw.waits += 1;
+                            sw.total_ns += len;
                         }
                     }
                     a.runqueue_ns += runq.unwrap_or(0);
@@ -428,6 +454,7 @@ pub fn waits_with_stacks(
             });
         }
     }
+    report.stack_waits = stack_waits.into_values().collect();
     report.kinds = kinds.into_values().collect();
     report
         .kinds

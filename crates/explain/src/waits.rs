@@ -27,6 +27,8 @@ pub struct Waits {
     pub ends_traced: bool,
     /// The run recorded stacks (some block has a stack record).
     pub stacks_recorded: bool,
+    /// The distinct stacks the report's `stack_waits` index.
+    pub stacks: Vec<WaitStack>,
 }
 
 /// Frames kept per unwound stack.
@@ -131,7 +133,7 @@ impl StackNamer {
                 WaitStack {
                     kind: analysis::waits::WaitKind::Unknown,
                     site: None,
-                    frames: vec!["[unknown]".into()],
+                    frames: vec![unknown_frame(e.regs.ip)],
                     unknown: true,
                 }
             }
@@ -151,11 +153,20 @@ impl StackNamer {
     }
 }
 
+/// The frame that stands for what a stack's walk could not reach.
+fn unknown_frame(address: u64) -> analysis::waits::WaitFrame {
+    analysis::waits::WaitFrame {
+        function: "[unknown]".into(),
+        address,
+        ..Default::default()
+    }
+}
+
 /// The frames of a walked stack named (inlined frames expanded, innermost first), its kind,
 /// and the program's frame that waited.
 fn name_stack(sym: &mut symbolize::Symbolizer, walked: &symbolize::unwind::Unwound) -> WaitStack {
     let mut names: Vec<String> = Vec::new();
-    let mut labels: Vec<String> = Vec::new();
+    let mut frames: Vec<analysis::waits::WaitFrame> = Vec::new();
     let mut site = None;
     for (i, &a) in walked.frames.iter().enumerate() {
         let f = if i == 0 {
@@ -189,18 +200,25 @@ fn name_stack(sym: &mut symbolize::Symbolizer, walked: &symbolize::unwind::Unwou
             {
                 site = Some(label.clone());
             }
-            names.push(function.unwrap_or_else(|| f.to_string()));
-            labels.push(label);
+            let function = function.unwrap_or_else(|| f.to_string());
+            names.push(function.clone());
+            frames.push(analysis::waits::WaitFrame {
+                function,
+                file,
+                line,
+                module: f.module.as_ref().map(|m| m.to_string_lossy().into_owned()),
+                address: a,
+            });
         }
     }
     let unknown = walked.is_unknown();
     if unknown {
-        labels.push("[unknown]".into());
+        frames.push(unknown_frame(0));
     }
     WaitStack {
         kind: analysis::waits::classify(names.iter().map(String::as_str)),
         site,
-        frames: labels,
+        frames,
         unknown,
     }
 }
@@ -374,6 +392,7 @@ pub(crate) fn waits(
         thread_names,
         ends_traced,
         stacks_recorded,
+        stacks: namer.stacks,
     }))
 }
 

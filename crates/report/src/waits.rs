@@ -231,6 +231,53 @@ pub fn render(
     out
 }
 
+/// The measured futex waits with stacks as profile samples (`contentions`, `delay`), one per
+/// (futex word, stack): the stack's frames, under a root frame naming the word and the kind,
+/// so that a lock profile (`report --pprof`, `--folded`) carries them beside the probe's.
+pub fn profile_samples(
+    r: &WaitReport,
+    stacks: &[analysis::waits::WaitStack],
+    names: &HashMap<(u32, u64), String>,
+) -> Vec<export::pprof::Sample> {
+    r.stack_waits
+        .iter()
+        .filter_map(|sw| {
+            let st = stacks.get(sw.stack as usize)?;
+            // pprof reads parentheses in a function name as C++ arguments: the bare name.
+            let word = names
+                .get(&(sw.pid, sw.uaddr))
+                .cloned()
+                .unwrap_or_else(|| format!("{:#x}", sw.uaddr));
+            let mut stack: Vec<export::pprof::Frame> = st
+                .frames
+                .iter()
+                .map(|f| export::pprof::Frame {
+                    function: f.function.clone(),
+                    file: f.file.clone(),
+                    line: f.line,
+                    address: f.address,
+                    module: f.module.clone(),
+                })
+                .collect();
+            stack.push(export::pprof::Frame {
+                function: format!("[futex wait {word} {}]", st.kind),
+                ..Default::default()
+            });
+            Some(export::pprof::Sample {
+                stack,
+                values: vec![
+                    sw.waits.min(i64::MAX as u64) as i64,
+                    sw.total_ns.min(i64::MAX as u64) as i64,
+                ],
+                labels: vec![
+                    ("futex_word".into(), word),
+                    ("kind".into(), st.kind.to_string()),
+                ],
+            })
+        })
+        .collect()
+}
+
 /// The section for a run that asked for waits and could not record them.
 pub fn render_not_measured(why: &str) -> String {
     format!("Waits: not measured ({why})\n")
@@ -314,6 +361,13 @@ mod tests {
         assert!(
             text.contains("1 futex wait(s) have no user stack"),
             "{text}"
+        );
+        let samples = profile_samples(&r, &stacks, &names);
+        assert_eq!(samples.len(), 1);
+        assert_eq!(samples[0].values, [1, 2_000_000]);
+        assert_eq!(
+            samples[0].stack.last().unwrap().function,
+            "[futex wait HOT lock]"
         );
     }
 }

@@ -173,7 +173,13 @@ fn stack(kind: WaitKind, site: &str) -> WaitStack {
     WaitStack {
         kind,
         site: Some(site.into()),
-        frames: vec!["futex_wait".into(), site.into(), "main".into()],
+        frames: ["futex_wait", site, "main"]
+            .iter()
+            .map(|f| WaitFrame {
+                function: f.to_string(),
+                ..WaitFrame::default()
+            })
+            .collect(),
         unknown: false,
     }
 }
@@ -245,7 +251,12 @@ fn waits_are_counted_per_kind_and_program_frame() {
         kinds,
         [(WaitKind::Lock, 2, 300), (WaitKind::Condition, 1, 300)]
     );
-    assert_eq!(r.folded["main;m::work (m.rs:27);futex_wait"], 300);
+    let per_stack: Vec<_> = r
+        .stack_waits
+        .iter()
+        .map(|s| (s.stack, s.waits, s.total_ns))
+        .collect();
+    assert_eq!(per_stack, [(0, 2, 300), (1, 1, 300)]);
     // The stacks not given (unreadable): nothing per kind, every wait counted without one.
     let plain = waits(&threads, &states, &[]);
     assert!(plain.kinds.is_empty());

@@ -549,6 +549,22 @@ fn std_mutex_wait_is_at_its_line() {
         "{text}"
     );
     assert!(text.contains(&at), "{text}");
+    // The folded stacks carry them: rooted at the word and kind, through the lock() line, and
+    // their time is the word's.
+    let out = contend_in(dir.path(), &["report", "run", "--folded", "-"]);
+    assert!(out.status.success(), "{}", show(&out));
+    let folded = stdout(&out);
+    let ns: u64 = folded
+        .lines()
+        .filter(|l| l.starts_with("[futex wait std_mutex::HOT lock];"))
+        .filter(|l| l.contains(&format!("/std_mutex.rs:{line})")))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum();
+    let total = hot["total_ns"].as_u64().unwrap();
+    assert!(
+        ns * 10 >= total * 9 && ns <= total,
+        "folded {ns} ns through the lock() line against {total} ns on HOT:\n{folded}"
+    );
 }
 
 /// A Condvar producer/consumer: the consumers' waits on the Condvar's word are condition
