@@ -107,6 +107,9 @@ struct StackNamer {
     stacks: Vec<WaitStack>,
     /// (pid, registers, hash and length of the bytes) → index in `stacks`.
     seen: HashMap<(u32, trace::ustack::Regs, u64, usize), u32>,
+    /// (pid, the walk's addresses) → index in `stacks`: stacks whose bytes differ (locals,
+    /// saved registers) mostly walk to the same frames, which are named once.
+    walks: HashMap<(u32, Vec<u64>), u32>,
     unwinders: HashMap<u32, symbolize::unwind::StackUnwinder>,
     truncated: u64,
     no_maps: BTreeSet<u32>,
@@ -143,7 +146,14 @@ impl StackNamer {
                 if walked.end == symbolize::unwind::UnwindEnd::Truncated {
                     self.truncated += 1;
                 }
-                name_stack(sym, &walked)
+                let walk_key = (pid, walked.frames.clone());
+                if let Some(&i) = self.walks.get(&walk_key) {
+                    self.seen.insert(key, i);
+                    return Ok(i);
+                }
+                let named = name_stack(sym, &walked);
+                self.walks.insert(walk_key, self.stacks.len() as u32);
+                named
             }
         };
         let i = self.stacks.len() as u32;
@@ -250,6 +260,7 @@ pub(crate) fn waits(
     let mut namer = StackNamer {
         stacks: Vec::new(),
         seen: HashMap::new(),
+        walks: HashMap::new(),
         unwinders: HashMap::new(),
         truncated: 0,
         no_maps: BTreeSet::new(),
