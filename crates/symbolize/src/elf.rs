@@ -396,7 +396,11 @@ impl ElfModule {
             if (seg.flags & PF_W != 0) == perms.write {
                 score += 1;
             }
-            if best.is_none_or(|(s, _)| score > s) {
+            // Equal scores: the segment starting nearest below `off` (lld packs a RELRO segment
+            // whose zero tail runs into the next RW segment's first page: a .bss address there
+            // is the later segment's).
+            let nearer = |b: &LoadSeg| seg.offset <= off && seg.offset > b.offset;
+            if best.is_none_or(|(s, b)| score > s || (score == s && nearer(b))) {
                 best = Some((score, seg));
             }
         }
@@ -457,4 +461,51 @@ pub(crate) fn crc32(data: &[u8]) -> u32 {
     let mut h = crc32fast::Hasher::new();
     h.update(data);
     h.finalize()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seg(offset: u64, vaddr: u64, filesz: u64, memsz: u64, flags: u32) -> LoadSeg {
+        LoadSeg {
+            vaddr,
+            memsz,
+            offset,
+            filesz,
+            flags,
+        }
+    }
+
+    /// rustc 1.95 + lld's layout of examples/waits/std_condvar.rs: a RELRO segment whose zero
+    /// tail reaches the page of the RW segment after it. A .bss static just past the RW
+    /// segment's file bytes (`READY` at 0x61e6c, file offset 0x5ee6c of the `rw-p 0005e000`
+    /// mapping) is the RW segment's.
+    #[test]
+    fn a_bss_address_in_a_page_two_segments_share_is_the_later_ones() {
+        let m = ElfModule::new(
+            vec![
+                seg(0, 0, 0x16e10, 0x16e10, 4),
+                seg(0x16e10, 0x17e10, 0x447c0, 0x447c0, 4 | PF_X),
+                seg(0x5b5d0, 0x5d5d0, 0x2ea0, 0x3a30, 4 | PF_W),
+                seg(0x5e470, 0x61470, 0x9f8, 0xae2, 4 | PF_W),
+            ],
+            Vec::new(),
+            Vec::new(),
+            None,
+            UnwindSections::default(),
+        );
+        let rw = Perms {
+            read: true,
+            write: true,
+            ..Perms::default()
+        };
+        assert_eq!(m.vaddr_of(0x5ee6c, rw), Some(0x61e6c));
+        assert_eq!(m.vaddr_of(0x5e480, rw), Some(0x61480), ".data");
+        assert_eq!(
+            m.vaddr_of(0x5c000, rw),
+            Some(0x5e000),
+            "the RELRO segment's own bytes"
+        );
+    }
 }

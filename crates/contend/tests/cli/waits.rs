@@ -600,6 +600,11 @@ fn condvar_waits_are_condition_waits() {
         hex(&truth["cond.addr"]),
         num(&truth, "cond.size") as u64,
     );
+    // Named by its static (a .bss address in the page lld's RELRO segment shares).
+    assert!(
+        cond["name"].as_str().unwrap_or("").ends_with("READY"),
+        "{cond}"
+    );
     let line = line_of("examples/waits/std_condvar.rs", "READY.wait(q)");
     let at = format!("std_condvar.rs:{line})");
     let sites = cond["sites"].as_array().unwrap();
