@@ -112,6 +112,9 @@ struct StackNamer {
     walks: HashMap<(u32, Vec<u64>), u32>,
     unwinders: HashMap<u32, symbolize::unwind::StackUnwinder>,
     truncated: u64,
+    /// Distinct stacks whose walk stopped past their first frame at code it could not walk
+    /// through (the vDSO, JIT code, a module without call frame information or changed).
+    stopped: u64,
     no_maps: BTreeSet<u32>,
 }
 
@@ -143,8 +146,15 @@ impl StackNamer {
             Some(sym) => {
                 let unwinder = self.unwinders.entry(pid).or_default();
                 let walked = unwinder.unwind(sym, &e.regs, e.stack, MAX_FRAMES);
-                if walked.end == symbolize::unwind::UnwindEnd::Truncated {
-                    self.truncated += 1;
+                match walked.end {
+                    symbolize::unwind::UnwindEnd::Truncated => self.truncated += 1,
+                    symbolize::unwind::UnwindEnd::NoModule
+                    | symbolize::unwind::UnwindEnd::Failed(_)
+                        if !walked.is_unknown() =>
+                    {
+                        self.stopped += 1
+                    }
+                    _ => {}
                 }
                 let walk_key = (pid, walked.frames.clone());
                 if let Some(&i) = self.walks.get(&walk_key) {
@@ -263,6 +273,7 @@ pub(crate) fn waits(
         walks: HashMap::new(),
         unwinders: HashMap::new(),
         truncated: 0,
+        stopped: 0,
         no_maps: BTreeSet::new(),
     };
     let mut stacks_recorded = false;
@@ -377,6 +388,12 @@ pub(crate) fn waits(
         notices.push(Notice(format!(
             "user stacks: {} distinct stack(s) were deeper than the 8 KiB copied: their outer frames are missing",
             namer.truncated
+        )));
+    }
+    if namer.stopped > 0 {
+        notices.push(Notice(format!(
+            "user stacks: {} distinct stack(s) stopped at code the unwinder could not walk through (the vDSO, JIT code, a module without call frame information or changed since the run): their outer frames are missing",
+            namer.stopped
         )));
     }
     let (probe, blocks) = probe_waits(meta, streams);
