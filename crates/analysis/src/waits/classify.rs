@@ -186,17 +186,37 @@ const PARK: &[(Pat, WaitKind)] = &[
     (Suffix("ThreadParker::park_until"), Park),
 ];
 
-/// A demangled name as the table compares it: no generic brackets (`<std::...::Mutex>::lock`
-/// → `std::...::Mutex::lock`), no trailing hash, no symbol version (`@@GLIBC_2.3.2`), no
-/// `{{closure}}` parts.
+/// A demangled name as the table compares it: a qualified path's brackets dropped
+/// (`<std::...::Mutex>::lock` → `std::...::Mutex::lock`), generic arguments left out
+/// (`Mutex<T>::lock`, `Condvar>::wait::<std::sync::barrier::BarrierState>` → `...::wait`), no
+/// trailing hash, no symbol version (`@@GLIBC_2.3.2`).
 fn normalise(name: &str) -> String {
     let name = name.split('@').next().unwrap_or(name);
     let mut out = String::with_capacity(name.len());
+    // For each open `<`: whether it opened generic arguments (skipped with their contents).
+    let mut open: Vec<bool> = Vec::new();
+    let mut skipping = 0usize;
     for c in name.chars() {
-        if c != '<' && c != '>' {
-            out.push(c);
+        match c {
+            '<' => {
+                let generic = skipping > 0
+                    || out.ends_with(|p: char| p.is_alphanumeric() || p == '_' || p == ':');
+                open.push(generic);
+                skipping += usize::from(generic);
+            }
+            '>' => {
+                if open.pop() == Some(true) {
+                    skipping -= 1;
+                }
+            }
+            _ if skipping > 0 => {}
+            _ => out.push(c),
         }
     }
+    while out.contains("::::") {
+        out = out.replace("::::", "::");
+    }
+    let mut out = out.trim_end_matches("::").to_string();
     // `<T as Trait>::f` → keep the trait-free path's end; `::h0123abcd` hashes.
     if let Some(i) = out.rfind("::h") {
         let tail = &out[i + 3..];
@@ -288,19 +308,40 @@ pub fn is_runtime_frame(function: Option<&str>, module: Option<&str>) -> bool {
 mod tests {
     use super::*;
 
-    /// Frames of rustc 1.95's std `Mutex` slow path on this machine (perf, design §4), inlined
-    /// frames expanded, innermost first.
+    /// Frames of rustc 1.95's std `Mutex` slow path, as contend named them on this machine
+    /// (examples/waits/std_mutex.rs, inlined frames expanded, innermost first).
     const STD_MUTEX: &[&str] = &[
         "syscall",
         "std::sys::pal::unix::futex::futex_wait",
         "<std::sys::sync::mutex::futex::Mutex>::lock_contended",
         "<std::sys::sync::mutex::futex::Mutex>::lock",
-        "<std::sync::poison::mutex::Mutex<u64>>::lock",
-        "std_mutex::main::{{closure}}",
-        "std::sys::backtrace::__rust_begin_short_backtrace::<std_mutex::main::{{closure}}, ()>",
+        "std::sync::poison::mutex::Mutex<T>::lock",
+        "std_mutex::main::{{closure}}::{{closure}}::{{closure}}",
+        "std::sys::backtrace::__rust_begin_short_backtrace",
+        "std::thread::lifecycle::spawn_unchecked::{{closure}}::{{closure}}",
         "start_thread",
         "clone3",
     ];
+
+    #[test]
+    fn names_are_compared_without_generics() {
+        assert_eq!(
+            normalise("std::sync::poison::mutex::Mutex<T>::lock"),
+            "std::sync::poison::mutex::Mutex::lock"
+        );
+        assert_eq!(
+            normalise("<std::sync::nonpoison::condvar::Condvar>::wait::<std::sync::barrier::BarrierState>"),
+            "std::sync::nonpoison::condvar::Condvar::wait"
+        );
+        assert_eq!(
+            normalise("<alloc::boxed::Box<dyn core::ops::function::FnOnce<(), Output = ()>> as core::ops::function::FnOnce<()>>::call_once"),
+            "alloc::boxed::Box as core::ops::function::FnOnce::call_once"
+        );
+        assert_eq!(
+            normalise("pthread_cond_wait@@GLIBC_2.3.2"),
+            "pthread_cond_wait"
+        );
+    }
 
     #[test]
     fn std_mutex_is_a_lock() {
@@ -309,13 +350,14 @@ mod tests {
 
     #[test]
     fn std_condvar_is_a_condition_and_its_relock_a_lock() {
+        // examples/waits/std_condvar.rs's consumer, as named here.
         let wait = [
             "syscall",
             "std::sys::pal::unix::futex::futex_wait",
             "<std::sys::sync::condvar::futex::Condvar>::wait_optional_timeout",
             "<std::sys::sync::condvar::futex::Condvar>::wait",
-            "<std::sync::poison::condvar::Condvar>::wait::<std::collections::VecDeque<u64>>",
-            "std_condvar::consumer",
+            "std::sync::poison::condvar::Condvar::wait",
+            "std_condvar::consume",
         ];
         assert_eq!(classify(wait), Condition);
         // Woken, it takes the mutex back: that wait is the mutex's.
@@ -362,12 +404,19 @@ mod tests {
     }
 
     #[test]
-    fn a_barrier_wins_over_its_inner_condition() {
+    fn a_barrier_wins_over_its_inner_condition_and_lock() {
+        // std_mutex's start barrier, as named here: the barrier's Condvar re-taking its Mutex.
         let frames = [
+            "syscall",
             "std::sys::pal::unix::futex::futex_wait",
+            "<std::sys::sync::mutex::futex::Mutex>::lock_contended",
+            "<std::sys::sync::mutex::futex::Mutex>::lock",
+            "<std::sys::sync::condvar::futex::Condvar>::wait_optional_timeout",
             "<std::sys::sync::condvar::futex::Condvar>::wait",
+            "<std::sync::nonpoison::condvar::Condvar>::wait::<std::sync::barrier::BarrierState>",
+            "<std::sync::nonpoison::condvar::Condvar>::wait_while::<std::sync::barrier::BarrierState, <std::sync::barrier::Barrier>::wait::{closure#0}>",
             "<std::sync::barrier::Barrier>::wait",
-            "b::main",
+            "std_mutex::main::{{closure}}::{{closure}}::{{closure}}",
         ];
         assert_eq!(classify(frames), Barrier);
     }
@@ -394,12 +443,16 @@ mod tests {
 
     #[test]
     fn join_once_and_unknown() {
+        // std_mutex's main thread joining its workers, as named here.
         assert_eq!(
             classify([
+                "__futex_abstimed_wait_common64",
+                "__futex_abstimed_wait_common",
                 "__pthread_clockjoin_ex",
-                "<std::sys::pal::unix::thread::Thread>::join",
-                "<std::thread::JoinInner<()>>::join",
-                "main"
+                "<std::sys::thread::unix::Thread>::join",
+                "std::thread::lifecycle::JoinInner<T>::join",
+                "std::thread::scoped::ScopedJoinHandle<T>::join",
+                "std_mutex::main::{{closure}}::{{closure}}",
             ]),
             Join
         );
