@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# Cost of recording blocked futex waits (issue 22, slice 1): the program's own run time under
-# `contend record --locks` with the off-CPU recorder (on by default) against `--locks
-# --no-waits`, runs interleaved so that the machine's noise falls on both alike, on
+# Cost of recording blocked futex waits (issue 22, slices 1 and 2): the program's own run time
+# under `contend record --locks` in three modes, runs interleaved so that the machine's noise
+# falls on all alike: `--no-waits` (the probe only), `--stack-budget 0` (the off-CPU recorder
+# without user stacks: slice 1's cost) and the default (each block with its 8 KiB user stack),
+# on
 # examples/locks/planted_hold.c (pthread, ~400 blocks) and examples/waits/std_mutex.rs (Rust
 # std Mutex, ~200 blocks), and the worst case, benches/futex_pingpong.rs (two threads handing
-# a token through a std Condvar: 40 000 blocks in 20 000 round trips). The run time is meta.json's monotonic_span (the program's start to
+# a token through a std Condvar: 40 000 blocks in 20 000 round trips), and a program not
+# written here, `sysbench mutex` (4 threads, pthread mutexes: the probe sees every lock call,
+# the off-CPU recorder only the blocks; skipped when sysbench is not installed). The run
+# time is meta.json's monotonic_span (the program's start to
 # its end, as contend saw them). Prints the median of ROUNDS runs of each (default 11), the
-# difference and each mode's runs. Needs root (perf tracepoints). Figures go to
+# differences and each mode's runs. Needs root (perf tracepoints). Figures go to
 # docs/benchmarks.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,32 +22,39 @@ trap 'rm -rf "$work"' EXIT
 cc -O2 -g -pthread -o "$work/planted_hold" examples/locks/planted_hold.c
 rustc -O -g --edition 2021 -o "$work/std_mutex" examples/waits/std_mutex.rs
 rustc -O --edition 2021 -o "$work/futex_pingpong" benches/futex_pingpong.rs
+if command -v sysbench >/dev/null; then
+  printf '#!/bin/sh\nexec sysbench mutex --threads=4 --mutex-locks=20000 run >/dev/null\n' >"$work/sysbench_mutex"
+  chmod +x "$work/sysbench_mutex"
+fi
 contend="$PWD/target/release/contend"
 span_ms() {
   python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); a,b=m["monotonic_span"]; print("%.3f" % ((b-a)/1e6))' "$1/meta.json"
 }
 blocks() {
-  python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); o=m.get("offcpu") or {}; print(o.get("blocks", 0), o.get("lost", 0))' "$1/meta.json"
+  python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); o=m.get("offcpu") or {}; print(o.get("blocks", 0), o.get("lost", 0), o.get("stack_bytes", 0) >> 10)' "$1/meta.json"
 }
 median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
-for prog in ${PROGRAMS:-planted_hold std_mutex futex_pingpong}; do
+for prog in ${PROGRAMS:-planted_hold std_mutex futex_pingpong sysbench_mutex}; do
+  [ -x "$work/$prog" ] || { echo "$prog: not built (sysbench not installed?), skipped"; continue; }
   declare -A results=()
   recorded=""
   for ((i = 0; i < rounds; i++)); do
-    for mode in no-waits waits; do
+    for mode in no-waits no-stacks stacks; do
       extra=()
       [ "$mode" = no-waits ] && extra=(--no-waits)
+      [ "$mode" = no-stacks ] && extra=(--stack-budget 0)
       "$contend" record -o "$work/run" --locks "${extra[@]}" -- "$work/$prog" >/dev/null 2>&1
       results[$mode]+="$(span_ms "$work/run") "
-      [ "$mode" = waits ] && recorded+="$(blocks "$work/run" | tr ' ' '/') "
+      [ "$mode" = stacks ] && recorded+="$(blocks "$work/run" | tr ' ' '/') "
       rm -rf "$work"/run*
     done
   done
   without=$(echo "${results[no-waits]}" | median)
-  with=$(echo "${results[waits]}" | median)
-  printf '%-13s --no-waits median %8.3f ms   waits median %8.3f ms   (%+.3f ms, %+.1f %%)\n' \
-    "$prog" "$without" "$with" "$(echo "$with - $without" | bc -l)" \
-    "$(echo "($with - $without) * 100 / $without" | bc -l)"
-  printf '  --no-waits runs: %s\n  waits runs:      %s\n  blocks/lost recorded per waits run: %s\n' \
-    "${results[no-waits]}" "${results[waits]}" "$recorded"
+  bare=$(echo "${results[no-stacks]}" | median)
+  with=$(echo "${results[stacks]}" | median)
+  pct() { echo "($1 - $without) * 100 / $without" | bc -l; }
+  printf '%-15s --no-waits %8.3f ms   no stacks %8.3f ms (%+.1f %%)   stacks %8.3f ms (%+.1f %%)\n' \
+    "$prog" "$without" "$bare" "$(pct "$bare")" "$with" "$(pct "$with")"
+  printf '  --no-waits runs: %s\n  no-stacks runs:  %s\n  stacks runs:     %s\n  blocks/lost/stack KiB per stacks run: %s\n' \
+    "${results[no-waits]}" "${results[no-stacks]}" "${results[stacks]}" "$recorded"
 done

@@ -13,7 +13,14 @@
 //! contain the futex word, is the probe's: it is shown as already counted and left out of the
 //! totals here.
 //!
+//! **Stacks** (slice 2): a block may name its user stack, unwound and named by the caller
+//! ([`WaitStack`]: the kind from [`classify`], the program's frame that waited, the frames);
+//! waits are then also counted per kind and per (kind, program frame) on each futex word.
+//!
 //! Pure: plain values in, a [`WaitReport`] out.
+
+mod classify;
+pub use classify::{classify, is_runtime_frame, WaitKind};
 
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -34,6 +41,42 @@ pub struct BlockIn {
     pub ts: u64,
     pub reason: Option<String>,
     pub futex: Option<FutexArgs>,
+    pub stack: StackIn,
+}
+
+/// A block's user stack, as the caller found it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StackIn {
+    /// The run recorded no stacks (before slice 2, or waits without stacks asked for).
+    #[default]
+    NotRecorded,
+    /// Recorded without one (the budget spent, an empty copy, an entry unreadable).
+    Missing,
+    /// Index into the stacks given to [`waits_with_stacks`].
+    At(u32),
+}
+
+/// A named frame of a wait's stack.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WaitFrame {
+    /// The function, or the address as `module+0x…` where it has no name.
+    pub function: String,
+    pub file: Option<String>,
+    pub line: Option<u32>,
+    pub module: Option<String>,
+    pub address: u64,
+}
+
+/// A distinct user stack, unwound and named.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WaitStack {
+    pub kind: WaitKind,
+    /// The program's frame that waited (`main::{{closure}} (m.rs:27)`), if one was found.
+    pub site: Option<String>,
+    /// The frames, innermost first (inlined frames expanded), for profiles and folded stacks.
+    pub frames: Vec<WaitFrame>,
+    /// It did not unwind past its first frame.
+    pub unknown: bool,
 }
 
 /// A wait the lock probe recorded (CLOCK_MONOTONIC ns) on an object of `size` bytes at `obj`.
@@ -83,6 +126,33 @@ pub struct AddressWaits {
     /// Waits inside a probe wait on a pthread object containing this word (not in the above).
     pub probe_counted: u64,
     pub probe_counted_ns: u64,
+    /// The measured waits by kind and by the program's frame that waited, most time first.
+    pub sites: Vec<SiteWaits>,
+}
+
+/// Measured futex waits of one kind at one program frame.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct SiteWaits {
+    /// `lock`, `condition`, `rwlock`, `barrier`, `once`, `park`, `join`, `semaphore`, or
+    /// `unknown`; absent when the waits had no stack.
+    pub kind: Option<WaitKind>,
+    /// The program's frame that waited (the first outside std, core, alloc and the C
+    /// library), as `function (file:line)`; absent when none was found or no stack was kept.
+    pub site: Option<String>,
+    pub waits: u64,
+    pub total_ns: u64,
+    pub max_ns: u64,
+}
+
+/// A (kind, program frame) pair of [`SiteWaits`].
+type SiteKey = (Option<WaitKind>, Option<String>);
+
+/// Measured futex waits of one kind, over the run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct KindWaits {
+    pub kind: WaitKind,
+    pub waits: u64,
+    pub total_ns: u64,
 }
 
 /// One thread's blocks.
@@ -139,6 +209,28 @@ pub struct WaitReport {
     pub threads: Vec<ThreadWaits>,
     /// Other blocks per reason, longest first.
     pub reasons: Vec<ReasonWaits>,
+    /// Measured futex waits per kind (those with a stack), most time first.
+    pub kinds: Vec<KindWaits>,
+    /// Futex waits (measured or not, probe-counted included) with a stack; without one
+    /// although stacks were recorded (budget spent, copy empty or unreadable); of those with
+    /// one, the stacks that did not unwind past their first frame.
+    pub with_stack: u64,
+    pub without_stack: u64,
+    pub unknown_stacks: u64,
+    /// The measured futex waits per (process, futex word, stack), for profiles and folded
+    /// stacks; empty without stacks.
+    #[serde(skip)]
+    pub stack_waits: Vec<StackWaits>,
+}
+
+/// Measured futex waits on one word with one stack (an index into the stacks given).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StackWaits {
+    pub pid: u32,
+    pub uaddr: u64,
+    pub stack: u32,
+    pub waits: u64,
+    pub total_ns: u64,
 }
 
 /// Where a block ended: the switch in, and the wake-up before it, when traced.
@@ -194,6 +286,16 @@ pub fn waits(
     states: &[(u32, Vec<StateChange>)],
     probe: &[ProbeWait],
 ) -> WaitReport {
+    waits_with_stacks(threads, states, probe, &[])
+}
+
+/// [`waits`], with the blocks' stacks: a block's [`StackIn::At`] indexes `stacks`.
+pub fn waits_with_stacks(
+    threads: &[ThreadBlocks],
+    states: &[(u32, Vec<StateChange>)],
+    probe: &[ProbeWait],
+    stacks: &[WaitStack],
+) -> WaitReport {
     let mut by_tid: BTreeMap<u32, Vec<StateChange>> = BTreeMap::new();
     for (tid, changes) in states {
         by_tid.entry(*tid).or_default().extend_from_slice(changes);
@@ -209,6 +311,9 @@ pub fn waits(
     let mut addresses: BTreeMap<(u32, u64), AddressWaits> = BTreeMap::new();
     let mut reasons: BTreeMap<String, ReasonWaits> = BTreeMap::new();
     let mut per_thread: BTreeMap<(u32, u32), ThreadWaits> = BTreeMap::new();
+    let mut sites: BTreeMap<(u32, u64), BTreeMap<SiteKey, SiteWaits>> = BTreeMap::new();
+    let mut kinds: BTreeMap<WaitKind, KindWaits> = BTreeMap::new();
+    let mut stack_waits: BTreeMap<(u32, u64, u32), StackWaits> = BTreeMap::new();
     let (no_states, no_probes) = (Vec::new(), Vec::new());
     for t in threads {
         let states = by_tid.get(&t.tid).unwrap_or(&no_states);
@@ -237,6 +342,18 @@ pub fn waits(
                             ..AddressWaits::default()
                         });
                     a.ops.insert(f.cmd());
+                    let stack = match b.stack {
+                        StackIn::At(i) => stacks.get(i as usize),
+                        _ => None,
+                    };
+                    match (b.stack, stack) {
+                        (_, Some(st)) => {
+                            report.with_stack += 1;
+                            report.unknown_stacks += u64::from(st.unknown);
+                        }
+                        (StackIn::NotRecorded, None) => {}
+                        (_, None) => report.without_stack += 1,
+                    }
                     let Some(len) = len else {
                         a.unmeasured += 1;
                         tw.unmeasured += 1;
@@ -262,6 +379,41 @@ pub fn waits(
                     a.waits += 1;
                     a.total_ns += len;
                     a.max_ns = a.max_ns.max(len);
+                    let key = (stack.map(|s| s.kind), stack.and_then(|s| s.site.clone()));
+                    let site = sites
+                        .entry((t.pid, f.uaddr))
+                        .or_default()
+                        .entry(key.clone())
+                        .or_insert_with(|| SiteWaits {
+                            kind: key.0,
+                            site: key.1,
+                            ..SiteWaits::default()
+                        });
+                    site.waits += 1;
+                    site.total_ns += len;
+                    site.max_ns = site.max_ns.max(len);
+                    if let Some(st) = stack {
+                        let k = kinds.entry(st.kind).or_insert_with(|| KindWaits {
+                            kind: st.kind,
+                            ..KindWaits::default()
+                        });
+                        k.waits += 1;
+                        k.total_ns += len;
+                    }
+                    if let StackIn::At(i) = b.stack {
+                        if stack.is_some() {
+                            let sw = stack_waits.entry((t.pid, f.uaddr, i)).or_insert_with(|| {
+                                StackWaits {
+                                    pid: t.pid,
+                                    uaddr: f.uaddr,
+                                    stack: i,
+                                    ..StackWaits::default()
+                                }
+                            });
+                            sw.waits += 1;
+                            sw.total_ns += len;
+                        }
+                    }
                     a.runqueue_ns += runq.unwrap_or(0);
                     *a.threads.entry(t.tid).or_default() += len;
                     tw.futex_waits += 1;
@@ -294,6 +446,22 @@ pub fn waits(
             }
         }
     }
+    for (key, a) in addresses.iter_mut() {
+        if let Some(s) = sites.remove(key) {
+            a.sites = s.into_values().collect();
+            a.sites.sort_by(|x, y| {
+                y.total_ns
+                    .cmp(&x.total_ns)
+                    .then_with(|| x.kind.cmp(&y.kind))
+                    .then_with(|| x.site.cmp(&y.site))
+            });
+        }
+    }
+    report.stack_waits = stack_waits.into_values().collect();
+    report.kinds = kinds.into_values().collect();
+    report
+        .kinds
+        .sort_by(|x, y| y.total_ns.cmp(&x.total_ns).then(x.kind.cmp(&y.kind)));
     report.addresses = addresses.into_values().collect();
     report.addresses.sort_by(|a, b| {
         (b.total_ns + b.probe_counted_ns)

@@ -94,6 +94,15 @@ pub struct WaitsJson<'a> {
     pub addresses: Vec<FutexWordJson<'a>>,
     pub threads: &'a [analysis::waits::ThreadWaits],
     pub reasons: &'a [analysis::waits::ReasonWaits],
+    /// The run recorded the blocks' user stacks (`stacks/*.ustk`).
+    pub stacks_recorded: bool,
+    /// Measured futex waits per kind, from their stacks.
+    pub kinds: &'a [analysis::waits::KindWaits],
+    /// Futex waits with a user stack; without one although stacks were recorded (budget
+    /// spent, copy empty or unreadable); with one that did not unwind past its first frame.
+    pub with_stack: u64,
+    pub without_stack: u64,
+    pub unknown_stacks: u64,
 }
 
 /// One futex word's waits and its name.
@@ -131,6 +140,11 @@ impl<'a> WaitsJson<'a> {
                 .collect(),
             threads: &r.threads,
             reasons: &r.reasons,
+            stacks_recorded: w.stacks_recorded,
+            kinds: &r.kinds,
+            with_stack: r.with_stack,
+            without_stack: r.without_stack,
+            unknown_stacks: r.unknown_stacks,
         }
     }
 }

@@ -1,10 +1,17 @@
 //! The waits section (issue 22): the off-CPU streams (`offcpu-PID`) through `analysis::waits`,
 //! ended by the sched tracepoints' state changes, the probe's waits taking the futex waits
 //! they cover, and each futex word named as the global it lies in.
+//!
+//! Stacks (slice 2): each off-CPU stream's stack file (`stacks/offcpu-PID.ustk`) is read
+//! (bounded, regular file in the run), each distinct stack of a process unwound once
+//! (`symbolize::unwind`, the process's saved memory maps), its frames named with the
+//! symbolizer (inlined frames expanded) and classified (`analysis::waits::classify`); the
+//! analysis gets plain [`WaitStack`]s. A stack that does not unwind past its first frame is
+//! kept, as `[unknown]`, and counted.
 
 use crate::Notice;
-use analysis::waits::{BlockIn, ProbeWait, ThreadBlocks, WaitReport};
-use std::collections::{BTreeMap, HashMap};
+use analysis::waits::{BlockIn, ProbeWait, StackIn, ThreadBlocks, WaitReport, WaitStack};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use trace::{EventKind, Stream};
 
@@ -18,6 +25,222 @@ pub struct Waits {
     pub thread_names: HashMap<u32, String>,
     /// The blocks' ends came from the sched tracepoints (else no wait has a length).
     pub ends_traced: bool,
+    /// The run recorded stacks (some block has a stack record).
+    pub stacks_recorded: bool,
+    /// The distinct stacks the report's `stack_waits` index.
+    pub stacks: Vec<WaitStack>,
+}
+
+/// Frames kept per unwound stack.
+const MAX_FRAMES: usize = 128;
+
+/// The symbolizers of a run's processes, built on first use from their saved memory maps.
+struct Symbolizers {
+    snapshots: BTreeMap<u32, Vec<String>>,
+    built: HashMap<u32, Option<symbolize::Symbolizer>>,
+    recorded_at: Option<std::time::SystemTime>,
+}
+
+impl Symbolizers {
+    fn new(run_dir: &Path) -> Symbolizers {
+        let mut snapshots: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+        if let Ok(entries) = std::fs::read_dir(run_dir.join(trace::layout::MAPS_DIR)) {
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if let Some(pid) = name
+                    .strip_suffix(".maps")
+                    .and_then(|stem| stem.split('-').next())
+                    .and_then(|p| p.parse::<u32>().ok())
+                {
+                    snapshots
+                        .entry(pid)
+                        .or_default()
+                        .push(format!("{}/{name}", trace::layout::MAPS_DIR));
+                }
+            }
+        }
+        let recorded_at = std::fs::metadata(run_dir.join(trace::rundir::META_FILE))
+            .and_then(|m| m.modified())
+            .ok();
+        Symbolizers {
+            snapshots,
+            built: HashMap::new(),
+            recorded_at,
+        }
+    }
+
+    /// Process `pid`'s symbolizer, or `None` when no memory map of it was saved.
+    fn of(
+        &mut self,
+        run_dir: &Path,
+        pid: u32,
+    ) -> Result<Option<&mut symbolize::Symbolizer>, crate::Error> {
+        if !self.built.contains_key(&pid) {
+            let sym = match self.snapshots.get(&pid) {
+                None => None,
+                Some(files) => {
+                    let mut files = files.clone();
+                    files.sort();
+                    let mut maps = symbolize::Maps::new();
+                    for f in &files {
+                        if let Some(m) = crate::names::read_maps(run_dir, f)? {
+                            maps.merge(&m);
+                        }
+                    }
+                    Some(symbolize::Symbolizer::with_options(
+                        maps,
+                        symbolize::SymbolizerOptions {
+                            recorded_at: self.recorded_at,
+                            ..Default::default()
+                        },
+                    ))
+                }
+            };
+            self.built.insert(pid, sym);
+        }
+        Ok(self.built.get_mut(&pid).and_then(Option::as_mut))
+    }
+}
+
+/// Unwinds, names and classifies the stacks of a run, each distinct one once.
+struct StackNamer {
+    stacks: Vec<WaitStack>,
+    /// (pid, registers, hash and length of the bytes) → index in `stacks`.
+    seen: HashMap<(u32, trace::ustack::Regs, u64, usize), u32>,
+    /// (pid, the walk's addresses) → index in `stacks`: stacks whose bytes differ (locals,
+    /// saved registers) mostly walk to the same frames, which are named once.
+    walks: HashMap<(u32, Vec<u64>), u32>,
+    unwinders: HashMap<u32, symbolize::unwind::StackUnwinder>,
+    truncated: u64,
+    /// Distinct stacks whose walk stopped past their first frame at code it could not walk
+    /// through (the vDSO, JIT code, a module without call frame information or changed).
+    stopped: u64,
+    no_maps: BTreeSet<u32>,
+}
+
+impl StackNamer {
+    fn index(
+        &mut self,
+        run_dir: &Path,
+        syms: &mut Symbolizers,
+        pid: u32,
+        e: &trace::ustack::StackEntry<'_>,
+    ) -> Result<u32, crate::Error> {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        e.stack.hash(&mut h);
+        let key = (pid, e.regs, h.finish(), e.stack.len());
+        if let Some(&i) = self.seen.get(&key) {
+            return Ok(i);
+        }
+        let stack = match syms.of(run_dir, pid)? {
+            None => {
+                self.no_maps.insert(pid);
+                WaitStack {
+                    kind: analysis::waits::WaitKind::Unknown,
+                    site: None,
+                    frames: vec![unknown_frame(e.regs.ip)],
+                    unknown: true,
+                }
+            }
+            Some(sym) => {
+                let unwinder = self.unwinders.entry(pid).or_default();
+                let walked = unwinder.unwind(sym, &e.regs, e.stack, MAX_FRAMES);
+                match walked.end {
+                    symbolize::unwind::UnwindEnd::Truncated => self.truncated += 1,
+                    symbolize::unwind::UnwindEnd::NoModule
+                    | symbolize::unwind::UnwindEnd::Failed(_)
+                        if !walked.is_unknown() =>
+                    {
+                        self.stopped += 1
+                    }
+                    _ => {}
+                }
+                let walk_key = (pid, walked.frames.clone());
+                if let Some(&i) = self.walks.get(&walk_key) {
+                    self.seen.insert(key, i);
+                    return Ok(i);
+                }
+                let named = name_stack(sym, &walked);
+                self.walks.insert(walk_key, self.stacks.len() as u32);
+                named
+            }
+        };
+        let i = self.stacks.len() as u32;
+        self.stacks.push(stack);
+        self.seen.insert(key, i);
+        Ok(i)
+    }
+}
+
+/// The frame that stands for what a stack's walk could not reach.
+fn unknown_frame(address: u64) -> analysis::waits::WaitFrame {
+    analysis::waits::WaitFrame {
+        function: "[unknown]".into(),
+        address,
+        ..Default::default()
+    }
+}
+
+/// The frames of a walked stack named (inlined frames expanded, innermost first), its kind,
+/// and the program's frame that waited.
+fn name_stack(sym: &mut symbolize::Symbolizer, walked: &symbolize::unwind::Unwound) -> WaitStack {
+    let mut names: Vec<String> = Vec::new();
+    let mut frames: Vec<analysis::waits::WaitFrame> = Vec::new();
+    let mut site = None;
+    for (i, &a) in walked.frames.iter().enumerate() {
+        let f = if i == 0 {
+            sym.resolve_code(a)
+        } else {
+            sym.resolve_call_site(a)
+        };
+        let module = f.module_name();
+        let mut expanded = vec![(f.function.clone(), f.file.clone(), f.line)];
+        expanded.extend(
+            f.inlined
+                .iter()
+                .map(|c| (c.function.clone(), c.file.clone(), c.line)),
+        );
+        for (function, file, line) in expanded {
+            let location = match (&file, line) {
+                (Some(file), Some(line)) => {
+                    Some(format!("{}:{line}", crate::names::base_name(file)))
+                }
+                _ => None,
+            };
+            let label = match (&function, &location) {
+                (Some(func), Some(loc)) => format!("{func} ({loc})"),
+                (Some(func), None) => func.clone(),
+                _ => f.to_string(),
+            };
+            if site.is_none()
+                && i > 0
+                && !analysis::waits::is_runtime_frame(function.as_deref(), module.as_deref())
+                && (function.is_some() || location.is_some())
+            {
+                site = Some(label.clone());
+            }
+            let function = function.unwrap_or_else(|| f.to_string());
+            names.push(function.clone());
+            frames.push(analysis::waits::WaitFrame {
+                function,
+                file,
+                line,
+                module: f.module.as_ref().map(|m| m.to_string_lossy().into_owned()),
+                address: a,
+            });
+        }
+    }
+    let unknown = walked.is_unknown();
+    if unknown {
+        frames.push(unknown_frame(0));
+    }
+    WaitStack {
+        kind: analysis::waits::classify(names.iter().map(String::as_str)),
+        site,
+        frames,
+        unknown,
+    }
 }
 
 /// The off-CPU streams of a run.
@@ -43,18 +266,82 @@ pub(crate) fn waits(
     let mut threads: Vec<ThreadBlocks> = Vec::new();
     let mut index: HashMap<(u32, u32), usize> = HashMap::new();
     let mut unpaired = 0;
-    for (_, s) in offcpu_streams(meta, streams) {
+    let mut syms = Symbolizers::new(run_dir);
+    let mut namer = StackNamer {
+        stacks: Vec::new(),
+        seen: HashMap::new(),
+        walks: HashMap::new(),
+        unwinders: HashMap::new(),
+        truncated: 0,
+        stopped: 0,
+        no_maps: BTreeSet::new(),
+    };
+    let mut stacks_recorded = false;
+    let (mut missing_entries, mut bad_entries) = (0u64, 0u64);
+    let mut unreadable: Vec<String> = Vec::new();
+    for (file, s) in offcpu_streams(meta, streams) {
         let (blocks, bad) = trace::offcpu::blocks(s.events(), s.header.tid);
         unpaired += bad;
+        // The stream's stack file, read only when a block names an entry in it.
+        let wants_file = blocks
+            .iter()
+            .any(|b| matches!(b.block.stack, Some(trace::offcpu::BlockStack::Entry(_))));
+        stacks_recorded |= blocks.iter().any(|b| b.block.stack.is_some());
+        let bytes = match trace::ustack::sidecar_of(file) {
+            Some(rel) if wants_file => {
+                match trace::files::read_in_run(
+                    run_dir,
+                    Path::new(&rel),
+                    &trace::files::USER_STACKS,
+                ) {
+                    Ok(b) => Some(b),
+                    Err(e) => {
+                        unreadable.push(e.to_string());
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
+        let stack_file = match bytes.as_deref().map(trace::ustack::StackFile::parse) {
+            Some(Ok(f)) => Some(f),
+            Some(Err(e)) => {
+                unreadable.push(format!(
+                    "{}: {e}",
+                    trace::ustack::sidecar_of(file).unwrap_or_default()
+                ));
+                None
+            }
+            None => None,
+        };
+        bad_entries += stack_file.as_ref().map_or(0, |f| f.bad_entries);
         // A process's stream holds its threads' blocks, each thread's in time order; a process
         // whose stream the recorder closed and reopened (`offcpu-PID.2.cst`) is one process:
         // its threads' blocks are merged, so each block ends before the thread's next.
         let pid = s.header.pid;
         for b in blocks {
+            let stack = match b.block.stack {
+                None => StackIn::NotRecorded,
+                Some(trace::offcpu::BlockStack::Missing(_)) => StackIn::Missing,
+                // Only futex waits are unwound: the other blocks are shown by reason.
+                Some(trace::offcpu::BlockStack::Entry(_)) if b.block.futex.is_none() => {
+                    StackIn::Missing
+                }
+                Some(trace::offcpu::BlockStack::Entry(i)) => {
+                    match stack_file.as_ref().and_then(|f| f.entries.get(&i)) {
+                        Some(e) => StackIn::At(namer.index(run_dir, &mut syms, pid, e)?),
+                        None => {
+                            missing_entries += 1;
+                            StackIn::Missing
+                        }
+                    }
+                }
+            };
             let block = BlockIn {
                 ts: b.block.ts,
                 reason: s.string(b.block.reason).map(String::from),
                 futex: b.block.futex,
+                stack,
             };
             let i = *index.entry((pid, b.tid)).or_insert_with(|| {
                 threads.push(ThreadBlocks {
@@ -79,10 +366,47 @@ pub(crate) fn waits(
     if !ends_traced && !threads.is_empty() {
         notices.push(Notice("futex waits: the sched tracepoints did not record the threads' switches in (sampling off, or the tracepoints unavailable): the waits are counted but have no length".into()));
     }
+    if !unreadable.is_empty() {
+        notices.push(Notice(format!(
+            "user stacks: {} stack file(s) could not be read, their waits are shown without stacks: {}",
+            unreadable.len(),
+            unreadable.join("; ")
+        )));
+    }
+    if missing_entries + bad_entries > 0 {
+        notices.push(Notice(format!(
+            "user stacks: {bad_entries} damaged entr(ies) in the stack files, {missing_entries} block(s) naming a stack that is not there (a stack file cut short?): those waits are shown without stacks"
+        )));
+    }
+    if !namer.no_maps.is_empty() {
+        notices.push(Notice(format!(
+            "user stacks: no memory map of process(es) {:?} was saved: their stacks are [unknown]",
+            namer.no_maps
+        )));
+    }
+    if namer.truncated > 0 {
+        notices.push(Notice(format!(
+            "user stacks: {} distinct stack(s) were deeper than the 8 KiB copied: their outer frames are missing",
+            namer.truncated
+        )));
+    }
+    if namer.stopped > 0 {
+        notices.push(Notice(format!(
+            "user stacks: {} distinct stack(s) stopped at code the unwinder could not walk through (the vDSO, JIT code, a module without call frame information or changed since the run): their outer frames are missing",
+            namer.stopped
+        )));
+    }
     let (probe, blocks) = probe_waits(meta, streams);
-    let report = analysis::waits::waits(&threads, states.unwrap_or(&[]), &probe);
+    let report =
+        analysis::waits::waits_with_stacks(&threads, states.unwrap_or(&[]), &probe, &namer.stacks);
+    if report.unknown_stacks > 0 {
+        notices.push(Notice(format!(
+            "user stacks: {} futex wait(s) have a stack that did not unwind past its first frame (code without call frame information, the vDSO, or a module changed since the run): shown as [unknown]",
+            report.unknown_stacks
+        )));
+    }
     let homes = heap_homes(&threads, blocks);
-    let names = name_words(run_dir, &report, &homes, notices)?;
+    let names = name_words(run_dir, &report, &homes, &mut syms, notices)?;
     let index = meta.stream_index();
     let thread_names = meta
         .streams
@@ -95,6 +419,8 @@ pub(crate) fn waits(
         names,
         thread_names,
         ends_traced,
+        stacks_recorded,
+        stacks: namer.stacks,
     }))
 }
 
@@ -186,36 +512,19 @@ fn heap_homes(
     analysis::allocs::homes_of(blocks, first)
 }
 
-/// Names of the futex words: the global each lies in, from the memory maps the probe saved.
+/// Names of the futex words: the global each lies in, from the memory maps the recorders
+/// saved, else the heap block it lies in.
 fn name_words(
     run_dir: &Path,
     r: &WaitReport,
     homes: &HashMap<analysis::locks::LockKey, analysis::allocs::Home>,
+    syms: &mut Symbolizers,
     notices: &mut Vec<Notice>,
 ) -> Result<HashMap<(u32, u64), String>, crate::Error> {
     let mut names = HashMap::new();
     if r.addresses.is_empty() {
         return Ok(names);
     }
-    let mut snapshots: BTreeMap<u32, Vec<String>> = BTreeMap::new();
-    if let Ok(entries) = std::fs::read_dir(run_dir.join(trace::layout::MAPS_DIR)) {
-        for e in entries.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if let Some(pid) = name
-                .strip_suffix(".maps")
-                .and_then(|stem| stem.split('-').next())
-                .and_then(|p| p.parse::<u32>().ok())
-            {
-                snapshots
-                    .entry(pid)
-                    .or_default()
-                    .push(format!("{}/{name}", trace::layout::MAPS_DIR));
-            }
-        }
-    }
-    let recorded_at = std::fs::metadata(run_dir.join(trace::rundir::META_FILE))
-        .and_then(|m| m.modified())
-        .ok();
     let mut unnamed_pids = Vec::new();
     for pid in r
         .addresses
@@ -223,24 +532,10 @@ fn name_words(
         .map(|a| a.pid)
         .collect::<std::collections::BTreeSet<_>>()
     {
-        let Some(mut files) = snapshots.remove(&pid) else {
+        let Some(sym) = syms.of(run_dir, pid)? else {
             unnamed_pids.push(pid);
             continue;
         };
-        files.sort();
-        let mut maps = symbolize::Maps::new();
-        for f in &files {
-            if let Some(m) = crate::names::read_maps(run_dir, f)? {
-                maps.merge(&m);
-            }
-        }
-        let mut sym = symbolize::Symbolizer::with_options(
-            maps,
-            symbolize::SymbolizerOptions {
-                recorded_at,
-                ..Default::default()
-            },
-        );
         for a in r.addresses.iter().filter(|a| a.pid == pid) {
             let key = analysis::locks::LockKey {
                 pid,

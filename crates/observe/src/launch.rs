@@ -43,6 +43,8 @@ pub struct Plan<'a> {
     pub counters: Vec<crate::counters::Counter>,
     /// Record the program's voluntary switches out, with futex arguments (`crate::offcpu`).
     pub waits: bool,
+    /// With `waits`: bytes of user stacks kept at most (0: none).
+    pub wait_stack_budget: u64,
 }
 
 pub struct Outcome {
@@ -301,7 +303,7 @@ pub fn run(plan: Plan<'_>) -> Result<Outcome, LaunchError> {
     let mut offcpu = None;
     let mut offcpu_unavailable = None;
     if plan.waits {
-        match crate::offcpu::OffCpuRecorder::open(plan.run.path()) {
+        match crate::offcpu::OffCpuRecorder::open(plan.run.path(), plan.wait_stack_budget) {
             Ok(r) => offcpu = Some(r),
             Err(u) => offcpu_unavailable = Some(u),
         }

@@ -8,7 +8,11 @@
 //! contend's own threads inherit disabled copies that nothing enables, and the launching
 //! thread never execs. A per-task `sched_switch` fires in the switched-out task's context, so
 //! only the program's blocks are recorded. Samples carry TID TIME CPU CALLCHAIN (kernel only)
-//! RAW REGS_USER: the system call's argument registers (`di` the futex word, `si` the op).
+//! RAW REGS_USER: the system call's argument registers (`di` the futex word, `si` the op) and
+//! the unwinder's (ip sp bp); and STACK_USER, a copy of the top [`STACK_BYTES`] of the user
+//! stack, of which only the `dyn_size` bytes in use go to the process's stack file
+//! (`stacks/offcpu-PID.ustk`, `trace::ustack`), within the run's stack budget. The stacks are
+//! unwound at load (`symbolize::unwind`).
 //!
 //! Kernel addresses mean nothing after the run (KASLR): the chain is named now, from
 //! `/proc/kallsyms` read once (bounded), and only the reason is kept. Where the addresses read
@@ -31,7 +35,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use trace::format::{Header, StreamKind};
 use trace::meta::{StreamEntry, Unavailable};
-use trace::offcpu::{Block, FutexArgs, NO_REASON};
+use trace::offcpu::{Block, BlockStack, FutexArgs, NoStack, NO_REASON};
 use trace::{ClockSource, StreamWriter};
 
 /// What [`Unavailable::what`] says when the recorder cannot run.
@@ -47,6 +51,9 @@ pub const REGS_MASK: u64 =
 const ARG0: usize = 2; // di
 #[cfg(target_arch = "x86_64")]
 const ARG1: usize = 1; // si
+/// Positions of the unwinder's registers: ip sp bp, and no link register.
+#[cfg(target_arch = "x86_64")]
+const UNWIND_REGS: [Option<usize>; 4] = [Some(5), Some(4), Some(3), None];
 
 /// aarch64: x0 x1 x2 x3 x4 x29 lr sp pc (bits 0-4, 29, 30, 31, 32).
 #[cfg(target_arch = "aarch64")]
@@ -55,6 +62,9 @@ pub const REGS_MASK: u64 = 0x1f | (1 << 29) | (1 << 30) | (1 << 31) | (1 << 32);
 const ARG0: usize = 0;
 #[cfg(target_arch = "aarch64")]
 const ARG1: usize = 1;
+/// pc sp x29 lr.
+#[cfg(target_arch = "aarch64")]
+const UNWIND_REGS: [Option<usize>; 4] = [Some(8), Some(7), Some(5), Some(6)];
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 pub const REGS_MASK: u64 = 0;
@@ -62,15 +72,32 @@ pub const REGS_MASK: u64 = 0;
 const ARG0: usize = usize::MAX;
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 const ARG1: usize = usize::MAX;
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+const UNWIND_REGS: [Option<usize>; 4] = [None; 4];
 
 const NREGS: usize = REGS_MASK.count_ones() as usize;
 
 /// Kernel frames kept per sample: enough to pass the scheduler and reach the system call.
 const MAX_STACK: u16 = 32;
 
-/// Data pages per CPU ring: 512 KiB with 4 KiB pages, ~1500 samples of ~350 bytes, drained at
-/// least every 10 ms.
-pub const RING_PAGES: usize = 128;
+/// Data pages per CPU ring: 4 MiB with 4 KiB pages, ~480 samples of ~8.5 KiB (the stack copy
+/// is most of it), drained at a quarter full and at least every 10 ms. Where the locked-memory
+/// limit refuses it (no CAP_IPC_LOCK: `perf_event_mlock_kb`), halved down to
+/// [`MIN_RING_PAGES`], with a note.
+pub const RING_PAGES: usize = 1024;
+pub const MIN_RING_PAGES: usize = 16;
+/// Without stacks (budget 0): 512 KiB, ~1500 samples of ~350 bytes.
+pub const RING_PAGES_NO_STACKS: usize = 128;
+
+/// Bytes of user stack the kernel copies per sample: perf's `--call-graph dwarf` default.
+/// Deeper stacks are cut there (the unwinder then stops early, counted).
+pub const STACK_BYTES: u32 = 8192;
+
+/// The run's stack budget by default: past it, blocks are recorded without stacks (counted).
+pub const DEFAULT_STACK_BUDGET: u64 = 256 << 20;
+
+/// Bytes of stack entries buffered per process between writes to its stack file.
+const STACK_FLUSH_BYTES: usize = 64 << 10;
 
 /// The longest `/proc/kallsyms` read (a distribution kernel's is ~15 MB with modules).
 const MAX_KALLSYMS: u64 = 64 << 20;
@@ -88,6 +115,22 @@ pub struct SwitchSample<'a> {
     /// The user registers of [`REGS_MASK`], in bit order; `None` when the sample has none
     /// (a kernel thread: `abi` 0).
     pub regs: Option<[u64; NREGS]>,
+    /// The user stack bytes in use (`dyn_size` of the copy), from the stack pointer up.
+    pub stack: &'a [u8],
+}
+
+impl SwitchSample<'_> {
+    /// The registers an unwinder starts from.
+    pub fn unwind_regs(&self) -> Option<trace::ustack::Regs> {
+        let r = self.regs?;
+        let get = |i: Option<usize>| i.and_then(|i| r.get(i).copied()).unwrap_or(0);
+        Some(trace::ustack::Regs {
+            ip: get(UNWIND_REGS[0]),
+            sp: get(UNWIND_REGS[1]),
+            fp: get(UNWIND_REGS[2]),
+            lr: get(UNWIND_REGS[3]),
+        })
+    }
 }
 
 fn u32_at(b: &[u8], at: usize) -> Option<u32> {
@@ -102,8 +145,9 @@ fn u64_at(b: &[u8], at: usize) -> Option<u64> {
     ))
 }
 
-/// Parses a sample body (after the 8-byte header). Every length is checked against the body.
-pub fn parse_sample(body: &[u8]) -> Result<SwitchSample<'_>, String> {
+/// Parses a sample body (after the 8-byte header), with STACK_USER when `with_stack`. Every
+/// length is checked against the body.
+pub fn parse_sample(body: &[u8], with_stack: bool) -> Result<SwitchSample<'_>, String> {
     let short = |what: &str| format!("sample of {} bytes ends inside its {what}", body.len());
     let pid = u32_at(body, 0).ok_or_else(|| short("tid"))?;
     let tid = u32_at(body, 4).ok_or_else(|| short("tid"))?;
@@ -139,7 +183,34 @@ pub fn parse_sample(body: &[u8]) -> Result<SwitchSample<'_>, String> {
         for (i, r) in regs.iter_mut().enumerate() {
             *r = u64_at(body, at + 8 * i).ok_or_else(|| short("registers"))?;
         }
+        at += 8 * NREGS;
         Some(regs)
+    };
+    if !with_stack {
+        return Ok(SwitchSample {
+            pid,
+            tid,
+            time,
+            cpu,
+            chain,
+            raw,
+            regs,
+            stack: &[],
+        });
+    }
+    // STACK_USER: size, size bytes, and dyn_size when size is not 0.
+    let size = u64_at(body, at).ok_or_else(|| short("user stack size"))?;
+    at += 8;
+    let size = usize::try_from(size)
+        .ok()
+        .filter(|&n| n <= body.len() - at)
+        .ok_or_else(|| format!("user stack of {size} bytes exceeds the sample"))?;
+    let copy = &body[at..at + size];
+    let stack = if size == 0 {
+        copy
+    } else {
+        let used = u64_at(body, at + size).ok_or_else(|| short("user stack dyn_size"))?;
+        &copy[..usize::try_from(used).map_or(size, |u| u.min(size))]
     };
     Ok(SwitchSample {
         pid,
@@ -149,6 +220,7 @@ pub fn parse_sample(body: &[u8]) -> Result<SwitchSample<'_>, String> {
         chain,
         raw,
         regs,
+        stack,
     })
 }
 
@@ -349,6 +421,14 @@ pub struct OffCpuStats {
     pub unparsed: u64,
     /// Blocks not written because their stream could not be created.
     pub unwritten: u64,
+    /// Blocks kept with their user stack, and the bytes of the stack files.
+    pub stacks: u64,
+    pub stack_bytes: u64,
+    /// Blocks kept without a stack: the budget was spent; the copy was empty; the stack file
+    /// could not be written.
+    pub stacks_over_budget: u64,
+    pub stacks_empty: u64,
+    pub stacks_unwritten: u64,
     /// Kernel symbols were readable (else no reason, no futex recognised).
     pub kernel_symbols: bool,
 }
@@ -368,6 +448,8 @@ struct Drained {
     state: u8,
     why: Option<Arc<str>>,
     futex: Option<FutexArgs>,
+    /// The unwinder's registers and the stack bytes in use (empty: none copied).
+    stack: Option<(trace::ustack::Regs, Vec<u8>)>,
 }
 
 /// Streams kept open at once: the least recently written is closed past this (its process
@@ -385,6 +467,8 @@ struct ProcessStream {
     tid: u32,
     /// When it was last written (the recorder's write count), for closing the oldest.
     last_write: u64,
+    /// Its stack file, created at the first stack; `Err` once it could not be written.
+    stacks: Option<Result<trace::ustack::StackWriter<ReopeningFile>, ()>>,
 }
 
 /// The live recorder; see the module docs. Dropping it closes the events.
@@ -402,6 +486,11 @@ pub struct OffCpuRecorder {
     /// Streams already closed (oldest first out, or at the end).
     closed: Vec<StreamEntry>,
     writes: u64,
+    /// `stacks/` of the run, and the stack bytes the budget still allows.
+    stacks_dir: PathBuf,
+    stack_budget_left: u64,
+    /// The samples carry a stack copy (a budget was given).
+    with_stacks: bool,
     stats: OffCpuStats,
     first_error: Option<String>,
     notes: Vec<String>,
@@ -430,8 +519,9 @@ fn unprivileged() -> String {
 impl OffCpuRecorder {
     /// Opens the events on the calling thread, to be inherited by the program it starts next
     /// (enabled at its exec); the streams go to `run_dir/streams/`, the memory maps of the
-    /// processes seen to `run_dir/maps/`.
-    pub fn open(run_dir: &Path) -> Result<OffCpuRecorder, Unavailable> {
+    /// processes seen to `run_dir/maps/`, their user stacks to `run_dir/stacks/` until
+    /// `stack_budget` bytes are written (0: no stacks kept).
+    pub fn open(run_dir: &Path, stack_budget: u64) -> Result<OffCpuRecorder, Unavailable> {
         let streams_dir = run_dir.join(trace::rundir::STREAMS_DIR);
         std::fs::create_dir_all(&streams_dir)
             .map_err(|e| unavailable(format!("{}: {e}", streams_dir.display())))?;
@@ -475,28 +565,55 @@ impl OffCpuRecorder {
         };
         let mut rings = Vec::new();
         let mut notes = Vec::new();
+        let with_stacks = stack_budget > 0;
+        let mut pages = if with_stacks {
+            RING_PAGES
+        } else {
+            RING_PAGES_NO_STACKS
+        };
+        let full = pages;
         for cpu in cpus.iter() {
-            let fd = match open_event(format.id, cpu, RING_PAGES * page_size / 4) {
-                Ok(fd) => fd,
-                Err(e) if e.raw_os_error() == Some(libc::ENODEV) => {
-                    notes.push(format!(
-                        "CPU {cpu} went offline while opening: its blocks are not recorded"
-                    ));
-                    continue;
+            // A ring the locked-memory limit refuses is halved (the event reopened: a failed
+            // map gives its descriptor back to nobody).
+            let ring = loop {
+                let fd = match open_event(format.id, cpu, pages * page_size / 4, with_stacks) {
+                    Ok(fd) => fd,
+                    Err(e) if e.raw_os_error() == Some(libc::ENODEV) => break None,
+                    Err(e) => return Err(unavailable(explain_open(&e, cpu))),
+                };
+                let filter = c"prev_state & 255";
+                // SAFETY: a perf event we own; the filter is a NUL-terminated string.
+                if unsafe { sys::ioctls::SET_FILTER(fd.as_raw_fd(), filter.as_ptr() as *mut _) }
+                    != 0
+                {
+                    let e = io::Error::last_os_error();
+                    return Err(unavailable(format!(
+                        "PERF_EVENT_IOC_SET_FILTER(prev_state & 255) on CPU {cpu}: {e}"
+                    )));
                 }
-                Err(e) => return Err(unavailable(explain_open(&e, cpu))),
+                match Ring::map(cpu, fd, pages, page_size) {
+                    Ok(r) => break Some(r),
+                    Err(e)
+                        if matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::ENOMEM))
+                            && pages > MIN_RING_PAGES =>
+                    {
+                        pages /= 2;
+                    }
+                    Err(e) => return Err(unavailable(st::explain_mmap(&e, pages * page_size))),
+                }
             };
-            let filter = c"prev_state & 255";
-            // SAFETY: a perf event we own; the filter is a NUL-terminated string.
-            if unsafe { sys::ioctls::SET_FILTER(fd.as_raw_fd(), filter.as_ptr() as *mut _) } != 0 {
-                let e = io::Error::last_os_error();
-                return Err(unavailable(format!(
-                    "PERF_EVENT_IOC_SET_FILTER(prev_state & 255) on CPU {cpu}: {e}"
-                )));
+            match ring {
+                Some(r) => rings.push(r),
+                None => notes.push(format!(
+                    "CPU {cpu} went offline while opening: its blocks are not recorded"
+                )),
             }
-            let ring = Ring::map(cpu, fd, RING_PAGES, page_size)
-                .map_err(|e| unavailable(st::explain_mmap(&e, RING_PAGES * page_size)))?;
-            rings.push(ring);
+        }
+        if pages < full {
+            notes.push(format!(
+                "off-CPU rings cut to {} KiB per CPU by the locked-memory limit (kernel.perf_event_mlock_kb; contend has no CAP_IPC_LOCK): blocks with stacks may be lost when many threads block at once (counted)",
+                pages * page_size / 1024
+            ));
         }
         if rings.is_empty() {
             return Err(unavailable("no online CPU could be traced"));
@@ -520,6 +637,9 @@ impl OffCpuRecorder {
             maps_saved: std::collections::HashSet::new(),
             closed: Vec::new(),
             writes: 0,
+            stacks_dir: run_dir.join(trace::ustack::STACKS_DIR),
+            stack_budget_left: stack_budget,
+            with_stacks,
             first_error: None,
             notes,
             scratch: Vec::with_capacity(1 << 14),
@@ -538,6 +658,7 @@ impl OffCpuRecorder {
             stats,
             first_error,
             scratch,
+            with_stacks,
             ..
         } = self;
         for ring in rings.iter_mut() {
@@ -546,10 +667,11 @@ impl OffCpuRecorder {
                 let ty = u32_at(record, 0).unwrap_or(0);
                 let body = &record[HEADER_SIZE.min(record.len())..];
                 match ty {
-                    st::decode::PERF_RECORD_SAMPLE => match parse_sample(body) {
+                    st::decode::PERF_RECORD_SAMPLE => match parse_sample(body, *with_stacks) {
                         Ok(s) => {
                             let (why, call) = memo.meaning(&s.chain, symbols);
                             let (state, futex) = state_and_futex(&s, *prev_state, call);
+                            let stack = s.unwind_regs().map(|r| (r, s.stack.to_vec()));
                             samples.push(Drained {
                                 pid: s.pid,
                                 tid: s.tid,
@@ -557,6 +679,7 @@ impl OffCpuRecorder {
                                 state,
                                 why,
                                 futex,
+                                stack,
                             });
                         }
                         Err(e) => {
@@ -575,20 +698,22 @@ impl OffCpuRecorder {
         }
         samples.sort_by_key(|s| s.ts);
         for d in samples {
-            self.write(d.pid, d.tid, d.ts, d.state, d.why.as_deref(), d.futex);
+            self.write(d);
         }
         moved
     }
 
-    fn write(
-        &mut self,
-        pid: u32,
-        tid: u32,
-        ts: u64,
-        state: u8,
-        why: Option<&str>,
-        futex: Option<FutexArgs>,
-    ) {
+    fn write(&mut self, d: Drained) {
+        let Drained {
+            pid,
+            tid,
+            ts,
+            state,
+            why,
+            futex,
+            stack,
+        } = d;
+        let why = why.as_deref();
         if self.maps_saved.insert(pid) {
             match save_maps(pid, &self.maps_dir) {
                 // Ended before this drain: its futex words are shown by address (the report
@@ -632,6 +757,7 @@ impl OffCpuRecorder {
                             file,
                             tid: pid,
                             last_write: 0,
+                            stacks: None,
                         },
                     );
                 }
@@ -655,11 +781,22 @@ impl OffCpuRecorder {
         let reason = why.map_or(NO_REASON, |w| t.writer.intern_string(w));
         self.stats.blocks += 1;
         self.stats.futex_waits += u64::from(futex.is_some());
+        let stack = keep_stack(
+            t,
+            stack,
+            tid,
+            ts,
+            &self.stacks_dir,
+            &mut self.stack_budget_left,
+            &mut self.stats,
+            &mut self.first_error,
+        );
         for r in (Block {
             ts,
             state,
             reason,
             futex,
+            stack: Some(stack),
         })
         .encode()
         {
@@ -667,7 +804,15 @@ impl OffCpuRecorder {
         }
     }
 
-    fn close(&mut self, pid: u32, t: ProcessStream, end_time: u64) {
+    fn close(&mut self, pid: u32, mut t: ProcessStream, end_time: u64) {
+        if let Some(Ok(w)) = t.stacks.take() {
+            if let Err(e) = w.into_inner() {
+                self.notes.push(format!(
+                    "stack file of {}: {e}: its last stacks are lost",
+                    t.file
+                ));
+            }
+        }
         let (events, dropped) = match t.writer.finish(end_time) {
             Ok(s) => (s.events, s.dropped),
             Err(e) => {
@@ -732,6 +877,76 @@ impl OffCpuRecorder {
     }
 }
 
+/// Writes a block's stack to its process's stack file (created at the first), within the
+/// budget; what the stream's record says of it.
+#[allow(clippy::too_many_arguments)]
+fn keep_stack(
+    t: &mut ProcessStream,
+    stack: Option<(trace::ustack::Regs, Vec<u8>)>,
+    tid: u32,
+    ts: u64,
+    stacks_dir: &Path,
+    budget_left: &mut u64,
+    stats: &mut OffCpuStats,
+    first_error: &mut Option<String>,
+) -> BlockStack {
+    use trace::ustack::StackWriter;
+    if *budget_left == 0 && t.stacks.is_none() {
+        // No budget at all (none asked for, or spent before this process's first stack).
+        stats.stacks_over_budget += 1;
+        return BlockStack::Missing(NoStack::OverBudget);
+    }
+    let Some((regs, bytes)) = stack.filter(|(_, b)| !b.is_empty()) else {
+        stats.stacks_empty += 1;
+        return BlockStack::Missing(NoStack::Empty);
+    };
+    let size = StackWriter::<ReopeningFile>::entry_size(bytes.len());
+    let header = if t.stacks.is_none() {
+        trace::ustack::HEADER_SIZE as u64
+    } else {
+        0
+    };
+    if size + header > *budget_left {
+        stats.stacks_over_budget += 1;
+        return BlockStack::Missing(NoStack::OverBudget);
+    }
+    let writer = t.stacks.get_or_insert_with(|| {
+        let arch = trace::ustack::Arch::native().ok_or(())?;
+        let name = trace::ustack::sidecar_of(&t.file).ok_or(())?;
+        std::fs::create_dir_all(stacks_dir)
+            .and_then(|()| {
+                let file = name.rsplit('/').next().unwrap_or(&name);
+                ReopeningFile::create_new(&stacks_dir.join(file))
+            })
+            .map(|f| StackWriter::new(f, arch, STACK_FLUSH_BYTES))
+            .map_err(|e| {
+                first_error.get_or_insert_with(|| format!("{name}: {e}"));
+            })
+    });
+    let Ok(w) = writer else {
+        stats.stacks_unwritten += 1;
+        return BlockStack::Missing(NoStack::Unwritten);
+    };
+    let before = w.bytes;
+    match w.push(tid, ts, regs, &bytes) {
+        Ok(index) => {
+            let used = w.bytes - before + header;
+            *budget_left = budget_left.saturating_sub(used);
+            stats.stacks += 1;
+            stats.stack_bytes += used;
+            BlockStack::Entry(index)
+        }
+        Err(e) => {
+            // The entries buffered with it are lost too: their blocks' references then name
+            // nothing, which the reader counts.
+            first_error.get_or_insert_with(|| format!("stack file of {}: {e}", t.file));
+            t.stacks = Some(Err(()));
+            stats.stacks_unwritten += 1;
+            BlockStack::Missing(NoStack::Unwritten)
+        }
+    }
+}
+
 /// The longest memory map saved (a process with a hundred thousand mappings has ~10 MB).
 const MAX_MAPS_BYTES: u64 = 64 << 20;
 
@@ -790,7 +1005,7 @@ fn explain_open(e: &io::Error, cpu: u32) -> String {
     }
 }
 
-fn open_event(id: u64, cpu: u32, wakeup_bytes: usize) -> io::Result<OwnedFd> {
+fn open_event(id: u64, cpu: u32, wakeup_bytes: usize, with_stack: bool) -> io::Result<OwnedFd> {
     let mut attr = sys::bindings::perf_event_attr::default();
     attr.type_ = sys::bindings::PERF_TYPE_TRACEPOINT;
     attr.size = std::mem::size_of::<sys::bindings::perf_event_attr>() as u32;
@@ -803,6 +1018,10 @@ fn open_event(id: u64, cpu: u32, wakeup_bytes: usize) -> io::Result<OwnedFd> {
             | sys::bindings::PERF_SAMPLE_RAW
             | sys::bindings::PERF_SAMPLE_REGS_USER,
     );
+    if with_stack {
+        attr.sample_type |= u64::from(sys::bindings::PERF_SAMPLE_STACK_USER);
+        attr.sample_stack_user = STACK_BYTES;
+    }
     attr.sample_regs_user = REGS_MASK;
     attr.sample_max_stack = MAX_STACK;
     attr.clockid = libc::CLOCK_MONOTONIC;
@@ -858,6 +1077,10 @@ mod tests {
             }
             None => b.extend_from_slice(&0u64.to_ne_bytes()),
         }
+        // An 8-byte stack copy, 4 bytes of it in use.
+        b.extend_from_slice(&8u64.to_ne_bytes());
+        b.extend_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8]);
+        b.extend_from_slice(&4u64.to_ne_bytes());
         b
     }
 
@@ -890,9 +1113,12 @@ ffffffff81000800 D some_data
         // DX SI DI BP SP IP R8 R10
         let regs = [2, 0x89, 0x5555_0000_1000, 0, 0, 0, 0, 0];
         let bytes = sample_bytes(&chain, &raw, Some(&regs));
-        let s = parse_sample(&bytes).unwrap();
+        let s = parse_sample(&bytes, true).unwrap();
         assert_eq!((s.pid, s.tid, s.time, s.cpu), (7, 8, 1234, 1));
         assert_eq!(s.chain.len(), 5, "the context marker is dropped");
+        assert_eq!(s.stack, [1, 2, 3, 4], "only dyn_size bytes");
+        let r = s.unwind_regs().unwrap();
+        assert_eq!((r.ip, r.sp, r.fp), (0, 0, 0));
         let field = Field {
             offset: 24,
             size: 8,
@@ -938,13 +1164,25 @@ ffffffff81000800 D some_data
     fn hostile_lengths_are_refused() {
         let good = sample_bytes(&[1, 2], &[0; 16], Some(&[0; NREGS]));
         for cut in 0..good.len() {
-            assert!(parse_sample(&good[..cut]).is_err(), "cut at {cut}");
+            assert!(parse_sample(&good[..cut], true).is_err(), "cut at {cut}");
         }
         let mut huge = good.clone();
         huge[24..32].copy_from_slice(&u64::MAX.to_ne_bytes());
-        assert!(parse_sample(&huge).is_err());
+        assert!(parse_sample(&huge, true).is_err());
+        // A stack size past the sample; a dyn_size past the copy is cut to the copy.
+        let at = good.len() - 24;
+        let mut huge = good.clone();
+        huge[at..at + 8].copy_from_slice(&u64::MAX.to_ne_bytes());
+        assert!(parse_sample(&huge, true).is_err());
+        let mut big_dyn = good.clone();
+        let n = big_dyn.len();
+        big_dyn[n - 8..].copy_from_slice(&u64::MAX.to_ne_bytes());
+        assert_eq!(parse_sample(&big_dyn, true).unwrap().stack.len(), 8);
+        // Without STACK_USER the stack bytes are not read (nor required).
+        let plain = &good[..good.len() - 24];
+        assert!(parse_sample(plain, false).unwrap().stack.is_empty());
         let no_regs = sample_bytes(&[], &[0; 4], None);
-        assert_eq!(parse_sample(&no_regs).unwrap().regs, None);
+        assert_eq!(parse_sample(&no_regs, true).unwrap().regs, None);
     }
 
     #[test]

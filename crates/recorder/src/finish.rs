@@ -92,7 +92,21 @@ pub fn offcpu_meta(meta: &mut Meta, outcome: &launch::Outcome, notices: &mut dyn
                 throttled: stats.throttled,
                 unparsed: stats.unparsed + stats.unwritten,
                 kernel_symbols: stats.kernel_symbols,
+                stacks: stats.stacks,
+                stack_bytes: stats.stack_bytes,
+                stacks_over_budget: stats.stacks_over_budget,
             });
+            if stats.stacks_over_budget > 0 {
+                note(
+                    notices,
+                    About::Outcome,
+                    format!(
+                        "off-CPU waits: the stack budget ({} MiB of stacks) was spent: {} later wait(s) were recorded without their stack (raise --stack-budget)",
+                        stats.stack_bytes >> 20,
+                        stats.stacks_over_budget
+                    ),
+                );
+            }
             if stats.lost > 0 || stats.throttled > 0 {
                 note(
                     notices,

@@ -77,6 +77,8 @@ pub struct Locks {
     /// Record the program's blocked futex waits too (`observe::offcpu`; `--no-waits` turns
     /// it off).
     pub waits: bool,
+    /// With `waits`: bytes of user stacks kept at most (`--stack-budget`; 0: no stacks).
+    pub stack_budget: u64,
 }
 
 impl Default for Locks {
@@ -87,6 +89,7 @@ impl Default for Locks {
             ring_kib: 4096,
             probe: None,
             waits: true,
+            stack_budget: observe::offcpu::DEFAULT_STACK_BUDGET,
         }
     }
 }
@@ -387,6 +390,7 @@ pub fn record(
         // Hardware counters would compete with perf's PEBS/IBS events for the PMU.
         counters: if pmu { Vec::new() } else { counters_wanted() },
         waits: options.locks.as_ref().is_some_and(|l| l.waits),
+        wait_stack_budget: options.locks.as_ref().map_or(0, |l| l.stack_budget),
     });
     if let Some(g) = generator {
         let done = g.stop();

@@ -1,6 +1,8 @@
 //! The waits section of `contend report` (issue 22): the program's blocked futex waits, of any
 //! runtime, per futex word (named as the global it lies in) and per thread; the futex waits
 //! the lock probe already counted; and the other blocks by the kernel function that blocked.
+//! With user stacks (slice 2): each futex word's waits by kind (lock, condition, ...) and by
+//! the program's own frame that waited.
 
 use crate::table::new_table;
 use analysis::waits::WaitReport;
@@ -98,6 +100,25 @@ pub fn render(
             r.unmeasured
         );
     }
+    if !r.kinds.is_empty() {
+        let kinds: Vec<String> = r
+            .kinds
+            .iter()
+            .map(|k| format!("{} {} wait(s) {} s", k.kind, k.waits, s(k.total_ns)))
+            .collect();
+        let _ = writeln!(
+            out,
+            "  By kind (from the user stacks): {}.",
+            kinds.join("; ")
+        );
+    }
+    if r.without_stack > 0 {
+        let _ = writeln!(
+            out,
+            "  {} futex wait(s) have no user stack (recorded past the stack budget, --stack-budget; or the stack copy was empty or unreadable): their kind and the program's frame are not known.",
+            r.without_stack
+        );
+    }
     let shown: Vec<_> = r.addresses.iter().filter(|a| a.waits > 0).collect();
     if !shown.is_empty() {
         out.push('\n');
@@ -130,6 +151,38 @@ pub fn render(
                 shown.len() - opts.top
             );
         }
+    }
+    let with_sites: Vec<_> = shown
+        .iter()
+        .filter(|a| a.sites.iter().any(|st| st.kind.is_some()))
+        .take(opts.top)
+        .collect();
+    if !with_sites.is_empty() {
+        out.push('\n');
+        let mut t = new_table(
+            &[
+                "futex word",
+                "kind",
+                "the program waited at",
+                "waits",
+                "total (s)",
+                "max (ms)",
+            ],
+            &[3, 4, 5],
+        );
+        for a in with_sites {
+            for st in a.sites.iter().take(opts.top) {
+                t.add_row(vec![
+                    word_label(names, a.pid, a.uaddr),
+                    st.kind.map_or("(no stack)".into(), |k| k.to_string()),
+                    st.site.clone().unwrap_or_else(|| "?".into()),
+                    st.waits.to_string(),
+                    s(st.total_ns),
+                    ms(st.max_ns),
+                ]);
+            }
+        }
+        let _ = writeln!(out, "{t}");
     }
     let threads: Vec<_> = r
         .threads
@@ -178,6 +231,53 @@ pub fn render(
     out
 }
 
+/// The measured futex waits with stacks as profile samples (`contentions`, `delay`), one per
+/// (futex word, stack): the stack's frames, under a root frame naming the word and the kind,
+/// so that a lock profile (`report --pprof`, `--folded`) carries them beside the probe's.
+pub fn profile_samples(
+    r: &WaitReport,
+    stacks: &[analysis::waits::WaitStack],
+    names: &HashMap<(u32, u64), String>,
+) -> Vec<export::pprof::Sample> {
+    r.stack_waits
+        .iter()
+        .filter_map(|sw| {
+            let st = stacks.get(sw.stack as usize)?;
+            // pprof reads parentheses in a function name as C++ arguments: the bare name.
+            let word = names
+                .get(&(sw.pid, sw.uaddr))
+                .cloned()
+                .unwrap_or_else(|| format!("{:#x}", sw.uaddr));
+            let mut stack: Vec<export::pprof::Frame> = st
+                .frames
+                .iter()
+                .map(|f| export::pprof::Frame {
+                    function: f.function.clone(),
+                    file: f.file.clone(),
+                    line: f.line,
+                    address: f.address,
+                    module: f.module.clone(),
+                })
+                .collect();
+            stack.push(export::pprof::Frame {
+                function: format!("[futex wait {word} {}]", st.kind),
+                ..Default::default()
+            });
+            Some(export::pprof::Sample {
+                stack,
+                values: vec![
+                    sw.waits.min(i64::MAX as u64) as i64,
+                    sw.total_ns.min(i64::MAX as u64) as i64,
+                ],
+                labels: vec![
+                    ("futex_word".into(), word),
+                    ("kind".into(), st.kind.to_string()),
+                ],
+            })
+        })
+        .collect()
+}
+
 /// The section for a run that asked for waits and could not record them.
 pub fn render_not_measured(why: &str) -> String {
     format!("Waits: not measured ({why})\n")
@@ -186,7 +286,7 @@ pub fn render_not_measured(why: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use analysis::waits::{waits, BlockIn, ThreadBlocks};
+    use analysis::waits::{waits_with_stacks, BlockIn, StackIn, ThreadBlocks, WaitKind, WaitStack};
     use trace::offcpu::FutexArgs;
     use trace::sched::{State, StateChange};
 
@@ -203,6 +303,7 @@ mod tests {
                         uaddr: 0x5000,
                         op: 0x80,
                     }),
+                    stack: StackIn::At(0),
                 },
                 BlockIn {
                     ts: 5_000_000,
@@ -211,6 +312,7 @@ mod tests {
                         uaddr: 0x6000,
                         op: 0x80,
                     }),
+                    stack: StackIn::Missing,
                 },
             ],
         }];
@@ -228,7 +330,13 @@ mod tests {
             obj: 0x6000,
             size: 40,
         }];
-        let r = waits(&threads, &states, &probe);
+        let stacks = [WaitStack {
+            kind: WaitKind::Lock,
+            site: Some("m::main::{{closure}} (m.rs:27)".into()),
+            frames: Vec::new(),
+            unknown: false,
+        }];
+        let r = waits_with_stacks(&threads, &states, &probe, &stacks);
         let names = HashMap::from([((1, 0x5000), "HOT".to_string())]);
         let opts = RenderOptions {
             top: 10,
@@ -244,6 +352,22 @@ mod tests {
         assert!(
             !text.contains("0x6000"),
             "the probe's wait has no row: {text}"
+        );
+        assert!(
+            text.contains("By kind (from the user stacks): lock 1 wait(s) 0.002 s"),
+            "{text}"
+        );
+        assert!(text.contains("m::main::{{closure}} (m.rs:27)"), "{text}");
+        assert!(
+            text.contains("1 futex wait(s) have no user stack"),
+            "{text}"
+        );
+        let samples = profile_samples(&r, &stacks, &names);
+        assert_eq!(samples.len(), 1);
+        assert_eq!(samples[0].values, [1, 2_000_000]);
+        assert_eq!(
+            samples[0].stack.last().unwrap().function,
+            "[futex wait HOT lock]"
         );
     }
 }

@@ -169,6 +169,47 @@ pub(crate) struct ParsedElf {
     pub dwarf: Option<Result<gimli::Dwarf<Reader>, String>>,
     /// Problems that did not stop the parse (a bad compressed section, ...).
     pub warnings: Vec<String>,
+    /// The call frame information, for `crate::unwind`.
+    pub unwind: UnwindSections,
+}
+
+/// The sections an unwinder needs (link-time addresses and bytes), copied out of the file.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct UnwindSections {
+    pub text: Option<std::ops::Range<u64>>,
+    pub got: Option<std::ops::Range<u64>>,
+    pub eh_frame: Option<(std::ops::Range<u64>, Arc<[u8]>)>,
+    pub eh_frame_hdr: Option<(std::ops::Range<u64>, Arc<[u8]>)>,
+    pub debug_frame: Option<Arc<[u8]>>,
+}
+
+impl UnwindSections {
+    fn read(file: &object::File<'_>) -> UnwindSections {
+        let range = |name: &str| {
+            let s = file.section_by_name(name)?;
+            Some(s.address()..s.address().checked_add(s.size())?)
+        };
+        let bytes = |name: &str| -> Option<Arc<[u8]>> {
+            let s = file.section_by_name(name)?;
+            if s.kind() == SectionKind::UninitializedData {
+                return None;
+            }
+            section_data(&s).ok().map(|d| Arc::from(&*d))
+        };
+        let both = |name: &str| Some((range(name)?, bytes(name)?));
+        UnwindSections {
+            text: range(".text"),
+            got: range(".got"),
+            eh_frame: both(".eh_frame"),
+            eh_frame_hdr: both(".eh_frame_hdr"),
+            debug_frame: bytes(".debug_frame"),
+        }
+    }
+
+    /// No call frame information at all.
+    pub fn is_empty(&self) -> bool {
+        self.eh_frame.is_none() && self.debug_frame.is_none()
+    }
 }
 
 pub(crate) fn is_elf(data: &[u8]) -> bool {
@@ -249,6 +290,7 @@ pub(crate) fn parse_elf(data: &[u8]) -> Result<ParsedElf, String> {
         .or_else(|| file.section_by_name(".zdebug_info"))
         .is_some_and(|s| s.kind() != SectionKind::UninitializedData && s.size() > 0);
     let dwarf = has_debug_info.then(|| load_dwarf(&file, &mut warnings));
+    let unwind = UnwindSections::read(&file);
 
     Ok(ParsedElf {
         loads,
@@ -259,6 +301,7 @@ pub(crate) fn parse_elf(data: &[u8]) -> Result<ParsedElf, String> {
         debuglink,
         dwarf,
         warnings,
+        unwind,
     })
 }
 
@@ -311,6 +354,7 @@ pub(crate) struct ElfModule {
     pub funcs: SymTable,
     pub objects: SymTable,
     pub dwarf: Option<addr2line::Context<Reader>>,
+    pub unwind: Arc<UnwindSections>,
 }
 
 impl ElfModule {
@@ -319,12 +363,14 @@ impl ElfModule {
         funcs: Vec<Sym>,
         objects: Vec<Sym>,
         dwarf: Option<addr2line::Context<Reader>>,
+        unwind: UnwindSections,
     ) -> ElfModule {
         ElfModule {
             loads,
             funcs: SymTable::build(funcs),
             objects: SymTable::build(objects),
             dwarf,
+            unwind: Arc::new(unwind),
         }
     }
 
@@ -350,7 +396,11 @@ impl ElfModule {
             if (seg.flags & PF_W != 0) == perms.write {
                 score += 1;
             }
-            if best.is_none_or(|(s, _)| score > s) {
+            // Equal scores: the segment starting nearest below `off` (lld packs a RELRO segment
+            // whose zero tail runs into the next RW segment's first page: a .bss address there
+            // is the later segment's).
+            let nearer = |b: &LoadSeg| seg.offset <= off && seg.offset > b.offset;
+            if best.is_none_or(|(s, b)| score > s || (score == s && nearer(b))) {
                 best = Some((score, seg));
             }
         }
@@ -411,4 +461,51 @@ pub(crate) fn crc32(data: &[u8]) -> u32 {
     let mut h = crc32fast::Hasher::new();
     h.update(data);
     h.finalize()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seg(offset: u64, vaddr: u64, filesz: u64, memsz: u64, flags: u32) -> LoadSeg {
+        LoadSeg {
+            vaddr,
+            memsz,
+            offset,
+            filesz,
+            flags,
+        }
+    }
+
+    /// rustc 1.95 + lld's layout of examples/waits/std_condvar.rs: a RELRO segment whose zero
+    /// tail reaches the page of the RW segment after it. A .bss static just past the RW
+    /// segment's file bytes (`READY` at 0x61e6c, file offset 0x5ee6c of the `rw-p 0005e000`
+    /// mapping) is the RW segment's.
+    #[test]
+    fn a_bss_address_in_a_page_two_segments_share_is_the_later_ones() {
+        let m = ElfModule::new(
+            vec![
+                seg(0, 0, 0x16e10, 0x16e10, 4),
+                seg(0x16e10, 0x17e10, 0x447c0, 0x447c0, 4 | PF_X),
+                seg(0x5b5d0, 0x5d5d0, 0x2ea0, 0x3a30, 4 | PF_W),
+                seg(0x5e470, 0x61470, 0x9f8, 0xae2, 4 | PF_W),
+            ],
+            Vec::new(),
+            Vec::new(),
+            None,
+            UnwindSections::default(),
+        );
+        let rw = Perms {
+            read: true,
+            write: true,
+            ..Perms::default()
+        };
+        assert_eq!(m.vaddr_of(0x5ee6c, rw), Some(0x61e6c));
+        assert_eq!(m.vaddr_of(0x5e480, rw), Some(0x61480), ".data");
+        assert_eq!(
+            m.vaddr_of(0x5c000, rw),
+            Some(0x5e000),
+            "the RELRO segment's own bytes"
+        );
+    }
 }

@@ -37,6 +37,7 @@
 
 mod elf;
 pub mod maps;
+pub mod unwind;
 
 pub use maps::{Backing, MapEntry, Maps, MapsError, ModuleAddr, Perms};
 
@@ -434,6 +435,28 @@ impl Symbolizer {
         })
     }
 
+    /// The module of the executable mapping holding `addr`, for the unwinder: the mapping's
+    /// range, the address link-time address 0 is at, and the call frame information. Loaded
+    /// (and checked against the run) as [`Symbolizer::resolve_code`] loads it.
+    pub(crate) fn unwind_module(&mut self, addr: u64) -> Option<unwind::ModuleCfi> {
+        let i = self.maps.index_of(addr)?;
+        let entry = self.maps.entries()[i].clone();
+        if !entry.is_module() || !entry.perms.execute {
+            return None;
+        }
+        let idx = self.module_for(&entry)?;
+        let m = self.modules[idx].as_ref()?;
+        // From `addr`, not the mapping's start: the start's page may also hold the end of the
+        // segment before (lld aligns segments' offsets to their addresses, not to pages).
+        let svma = m.vaddr_of(entry.file_offset(addr), entry.perms)?;
+        Some(unwind::ModuleCfi {
+            name: entry.short_name(),
+            avma: entry.start..entry.end,
+            base_avma: addr.wrapping_sub(svma),
+            sections: m.unwind.clone(),
+        })
+    }
+
     fn resolve(&mut self, address: u64, probe: u64) -> Frame {
         let mut frame = Frame::raw(address);
         let Some(i) = self.maps.index_of(probe) else {
@@ -716,7 +739,13 @@ impl Symbolizer {
                 None
             }
         };
-        ElfModule::new(bin.loads, funcs, objects, context)
+        ElfModule::new(
+            bin.loads,
+            funcs,
+            objects,
+            context,
+            std::mem::take(&mut bin.unwind),
+        )
     }
 
     /// A separate debug file that belongs to `bin`: same build-id, or (without one) the CRC

@@ -97,6 +97,13 @@ pub const RESPONSE_FILE: Kind = Kind {
     limit: 64 * MIB,
 };
 /// A small text file a user names for an option (a CPU layout).
+/// The user stacks of a process's off-CPU blocks (`stacks/offcpu-PID.ustk`): the recorder's
+/// budget is 256 MiB per run by default; a run recorded with a larger one reads up to this.
+pub const USER_STACKS: Kind = Kind {
+    what: "a user stack file",
+    limit: 1024 * MIB,
+};
+
 pub const OPTION_FILE: Kind = Kind {
     what: "an option file",
     limit: MIB,

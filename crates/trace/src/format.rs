@@ -302,6 +302,11 @@ pub enum EventKind {
     /// In a process's off-CPU stream, the blocks that follow (until the next such record) are
     /// thread `obj`'s; `aux` and `site` are 0.
     OffCpuThread,
+    /// The user stack of the preceding `OffCpuBlock` (same time), after its `OffCpuFutex` if
+    /// any: `obj` the entry's index in the process's stack file (`stacks/offcpu-PID.ustk`, see
+    /// [`crate::ustack`]), or [`NO_OBJECT`] when the block has none; `aux` then says why
+    /// ([`crate::ustack::NoStack`]).
+    OffCpuStack,
     Unknown(u8),
 }
 
@@ -335,6 +340,7 @@ impl EventKind {
     pub const OFFCPU_BLOCK: u8 = 27;
     pub const OFFCPU_FUTEX: u8 = 28;
     pub const OFFCPU_THREAD: u8 = 29;
+    pub const OFFCPU_STACK: u8 = 30;
 
     #[inline]
     pub fn from_u8(v: u8) -> EventKind {
@@ -368,6 +374,7 @@ impl EventKind {
             Self::OFFCPU_BLOCK => EventKind::OffCpuBlock,
             Self::OFFCPU_FUTEX => EventKind::OffCpuFutex,
             Self::OFFCPU_THREAD => EventKind::OffCpuThread,
+            Self::OFFCPU_STACK => EventKind::OffCpuStack,
             other => EventKind::Unknown(other),
         }
     }
@@ -404,6 +411,7 @@ impl EventKind {
             EventKind::OffCpuBlock => Self::OFFCPU_BLOCK,
             EventKind::OffCpuFutex => Self::OFFCPU_FUTEX,
             EventKind::OffCpuThread => Self::OFFCPU_THREAD,
+            EventKind::OffCpuStack => Self::OFFCPU_STACK,
             EventKind::Unknown(v) => v,
         }
     }
@@ -439,6 +447,7 @@ impl EventKind {
             EventKind::OffCpuBlock => "offcpu-block",
             EventKind::OffCpuFutex => "offcpu-futex",
             EventKind::OffCpuThread => "offcpu-thread",
+            EventKind::OffCpuStack => "offcpu-stack",
             EventKind::Unknown(v) => return format!("unknown kind {v}"),
         }
         .to_string()
@@ -463,6 +472,7 @@ impl EventKind {
                 | EventKind::OffCpuBlock
                 | EventKind::OffCpuFutex
                 | EventKind::OffCpuThread
+                | EventKind::OffCpuStack
                 | EventKind::Unknown(_)
         )
     }

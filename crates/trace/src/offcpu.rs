@@ -18,11 +18,16 @@
 //! - [`EventKind::OffCpuFutex`], right after a block with [`FUTEX`] set, same `ts`: `aux` the
 //!   futex operation (`si & 0xff`, `FUTEX_PRIVATE_FLAG` included), `site` and `obj` bits
 //!   32..47 and 0..31 of the futex word's address (`di`).
+//! - [`EventKind::OffCpuStack`], last of a block's records, same `ts`: `obj` the index of the
+//!   block's user stack in the process's stack file ([`crate::ustack`]), or [`NO_OBJECT`] and
+//!   `aux` the reason there is none ([`NoStack`]). Runs recorded without stacks have no such
+//!   record.
 //!
 //! The end of a block is not here: it is the thread's next switch in, which the system-wide
 //! sched tracepoints record (`sched-TID.cst`).
 
-use crate::format::{EventKind, Record, NO_STRING};
+use crate::format::{EventKind, Record, NO_OBJECT, NO_STRING};
+pub use crate::ustack::NoStack;
 
 /// What meta.json's `unavailable` entry names when the recorder could not run.
 pub const UNAVAILABLE_WHAT: &str = "off-CPU waits (futex waits)";
@@ -58,6 +63,17 @@ pub struct Block {
     pub state: u8,
     pub reason: u32,
     pub futex: Option<FutexArgs>,
+    /// The user stack: `None` when the run recorded no stacks.
+    pub stack: Option<BlockStack>,
+}
+
+/// A block's user stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BlockStack {
+    /// The entry's index in the process's stack file.
+    Entry(u32),
+    /// None kept, and why.
+    Missing(NoStack),
 }
 
 const ADDRESS_BITS: u64 = (1 << 48) - 1;
@@ -82,6 +98,19 @@ impl Block {
                 obj: a as u32,
             });
         }
+        if let Some(st) = self.stack {
+            let (aux, obj) = match st {
+                BlockStack::Entry(i) => (0, i),
+                BlockStack::Missing(why) => (why.to_u8(), NO_OBJECT),
+            };
+            out.push(Record {
+                ts: self.ts,
+                kind: EventKind::OffCpuStack,
+                aux,
+                site: 0,
+                obj,
+            });
+        }
         out
     }
 }
@@ -104,15 +133,17 @@ pub struct ThreadBlock {
     pub block: Block,
 }
 
-/// Decodes a stream's blocks in order. A futex record without its block, or a block flagged
-/// futex without its arguments, is counted in [`BlockDecoder::unpaired`]; the block is kept,
-/// without arguments.
+/// Decodes a stream's blocks in order. A futex or stack record without its block, or a block
+/// flagged futex without its arguments, is counted in [`BlockDecoder::unpaired`]; the block is
+/// kept, without arguments.
 #[derive(Debug, Default)]
 pub struct BlockDecoder {
     /// The thread the blocks being read are of.
     tid: u32,
-    /// A block flagged futex, waiting for its arguments.
+    /// The block being read, until a record that is not one of its own.
     pending: Option<Block>,
+    /// Its `site` said futex.
+    pending_futex: bool,
     /// Records that did not pair as the format says.
     pub unpaired: u64,
 }
@@ -135,28 +166,42 @@ impl BlockDecoder {
             }
             EventKind::OffCpuBlock => {
                 out.extend(self.finish());
-                let block = Block {
+                self.pending = Some(Block {
                     ts: r.ts,
                     state: r.aux,
                     reason: r.obj,
                     futex: None,
-                };
-                if r.site & FUTEX != 0 {
-                    self.pending = Some(block);
-                } else {
-                    out.push(self.of_thread(block));
-                }
+                    stack: None,
+                });
+                self.pending_futex = r.site & FUTEX != 0;
             }
-            EventKind::OffCpuFutex => match self.pending.take() {
-                Some(mut b) if b.ts == r.ts => {
+            EventKind::OffCpuFutex => match self.pending.as_mut() {
+                Some(b)
+                    if b.ts == r.ts
+                        && self.pending_futex
+                        && b.futex.is_none()
+                        && b.stack.is_none() =>
+                {
                     b.futex = Some(FutexArgs {
                         uaddr: (u64::from(r.site) << 32) | u64::from(r.obj),
                         op: r.aux,
                     });
-                    out.push(self.of_thread(b));
                 }
-                other => {
-                    out.extend(other.map(|b| self.of_thread(b)));
+                _ => {
+                    out.extend(self.finish());
+                    self.unpaired += 1;
+                }
+            },
+            EventKind::OffCpuStack => match self.pending.as_mut() {
+                Some(b) if b.ts == r.ts && b.stack.is_none() => {
+                    b.stack = Some(if r.obj == NO_OBJECT {
+                        BlockStack::Missing(NoStack::from_u8(r.aux))
+                    } else {
+                        BlockStack::Entry(r.obj)
+                    });
+                }
+                _ => {
+                    out.extend(self.finish());
                     self.unpaired += 1;
                 }
             },
@@ -171,10 +216,13 @@ impl BlockDecoder {
         }
     }
 
-    /// A block still waiting for its arguments (flagged futex, never completed).
+    /// The block being read, complete or not (flagged futex without its arguments: counted).
     pub fn finish(&mut self) -> Option<ThreadBlock> {
         let b = self.pending.take()?;
-        self.unpaired += 1;
+        if self.pending_futex && b.futex.is_none() {
+            self.unpaired += 1;
+        }
+        self.pending_futex = false;
         Some(self.of_thread(b))
     }
 }
@@ -204,6 +252,7 @@ mod tests {
             state: b'S',
             reason: 3,
             futex: futex.map(|(uaddr, op)| FutexArgs { uaddr, op }),
+            stack: None,
         }
     }
 
@@ -259,6 +308,25 @@ mod tests {
         let seen: Vec<(u32, u64)> = out.iter().map(|b| (b.tid, b.block.ts)).collect();
         assert_eq!(seen, [(4, 10), (9, 20)]);
         assert_eq!(out[0].block.futex, None);
+    }
+
+    #[test]
+    fn stack_records_follow_their_block_and_strays_are_counted() {
+        let mut with = block(10, Some((0x1000, 0x89)));
+        with.stack = Some(BlockStack::Entry(4));
+        let mut none = block(20, None);
+        none.stack = Some(BlockStack::Missing(NoStack::OverBudget));
+        let mut records = with.encode();
+        assert_eq!(records.len(), 3);
+        assert_eq!(records[2].kind, EventKind::OffCpuStack);
+        records.extend(none.encode());
+        // A stack record of another time: no block of its own.
+        let mut stray = block(30, None);
+        stray.stack = Some(BlockStack::Entry(5));
+        records.push(stray.encode()[1]);
+        let (out, unpaired) = blocks(records, 1);
+        assert_eq!(only_blocks(out), [with, none]);
+        assert_eq!(unpaired, 1);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! with a reason id that names no string.
 
 use trace::format::{HEADER_LEN, NO_STRING};
-use trace::offcpu::{blocks, thread_record, Block, FutexArgs, ThreadBlock};
+use trace::offcpu::{blocks, thread_record, Block, BlockStack, FutexArgs, NoStack, ThreadBlock};
 use trace::{ClockSource, Header, Problem, Record, Stream, StreamKind, StreamWriter};
 
 fn header() -> Header {
@@ -41,6 +41,12 @@ fn sample(n: u64, chunk: usize) -> (Vec<ThreadBlock>, Vec<u8>, Vec<usize>) {
                 uaddr: 0x5555_0000_1000 + i * 8,
                 op: 0x89,
             }),
+            // Stack records: an entry, or none past the budget.
+            stack: Some(if i % 3 == 2 {
+                BlockStack::Missing(NoStack::OverBudget)
+            } else {
+                BlockStack::Entry(i as u32)
+            }),
         };
         if tid != current {
             w.push(&thread_record(b.ts, tid));
@@ -67,8 +73,9 @@ fn blocks_round_trip_through_a_stream() {
     let (written, bytes, _) = sample(9, 4);
     let s = Stream::parse(&bytes).unwrap();
     assert!(s.is_complete());
-    // 9 blocks, 5 of them futex waits, and 4 changes of thread (100 100 101 101 102 102 100 100 101).
-    assert_eq!(s.events, 9 + 5 + 4);
+    // 9 blocks, 5 of them futex waits, a stack record each, and 4 changes of thread
+    // (100 100 101 101 102 102 100 100 101).
+    assert_eq!(s.events, 9 + 5 + 9 + 4);
     let (read, unpaired) = blocks(s.events(), s.header.tid);
     assert_eq!(read, written);
     assert_eq!(unpaired, 0);
@@ -102,6 +109,12 @@ fn a_cut_stream_gives_a_prefix_or_is_refused() {
                     assert_eq!((b.ts, b.state, b.reason), (w.ts, w.state, w.reason));
                     if i + 1 < read.len() || unpaired == 0 {
                         assert_eq!(b.futex, w.futex, "cut at {len}, block {i}");
+                    }
+                    // The last block read may have lost its stack record to the cut.
+                    if i + 1 < read.len() {
+                        assert_eq!(b.stack, w.stack, "cut at {len}, block {i}");
+                    } else {
+                        assert!(b.stack.is_none() || b.stack == w.stack);
                     }
                 }
                 assert!(unpaired <= 1, "cut at {len}: {unpaired}");

@@ -5,6 +5,7 @@ fn futex(ts: u64, uaddr: u64) -> BlockIn {
         ts,
         reason: Some("futex_do_wait (__x64_sys_futex)".into()),
         futex: Some(FutexArgs { uaddr, op: 0x80 }),
+        stack: StackIn::NotRecorded,
     }
 }
 
@@ -13,6 +14,7 @@ fn sleep(ts: u64) -> BlockIn {
         ts,
         reason: Some("do_nanosleep".into()),
         futex: None,
+        stack: StackIn::NotRecorded,
     }
 }
 
@@ -165,4 +167,98 @@ fn a_missed_switch_in_ends_the_wait_at_its_wake_up() {
     let r = waits(&threads, &states, &[]);
     assert_eq!((r.futex_waits, r.futex_ns, r.unmeasured), (2, 500 + 400, 0));
     assert_eq!(r.futex_runqueue_ns, 0, "unknown, not invented");
+}
+
+fn stack(kind: WaitKind, site: &str) -> WaitStack {
+    WaitStack {
+        kind,
+        site: Some(site.into()),
+        frames: ["futex_wait", site, "main"]
+            .iter()
+            .map(|f| WaitFrame {
+                function: f.to_string(),
+                ..WaitFrame::default()
+            })
+            .collect(),
+        unknown: false,
+    }
+}
+
+#[test]
+fn waits_are_counted_per_kind_and_program_frame() {
+    let with = |ts, at| BlockIn {
+        stack: at,
+        ..futex(ts, 0x5000)
+    };
+    let threads = [
+        thread(
+            10,
+            vec![
+                with(1_000, StackIn::At(0)),
+                with(3_000, StackIn::At(1)),
+                with(5_000, StackIn::Missing),
+            ],
+        ),
+        thread(11, vec![with(1_000, StackIn::At(0))]),
+    ];
+    let states = [
+        (
+            10,
+            vec![
+                change(1_000, State::Sleeping),
+                change(1_100, State::Running),
+                change(3_000, State::Sleeping),
+                change(3_300, State::Running),
+                change(5_000, State::Sleeping),
+                change(5_050, State::Running),
+            ],
+        ),
+        (
+            11,
+            vec![
+                change(1_000, State::Sleeping),
+                change(1_200, State::Running),
+            ],
+        ),
+    ];
+    let stacks = [
+        stack(WaitKind::Lock, "m::work (m.rs:27)"),
+        stack(WaitKind::Condition, "m::take (m.rs:40)"),
+    ];
+    let r = waits_with_stacks(&threads, &states, &[], &stacks);
+    assert_eq!((r.with_stack, r.without_stack, r.unknown_stacks), (3, 1, 0));
+    let a = &r.addresses[0];
+    let sites: Vec<_> = a
+        .sites
+        .iter()
+        .map(|s| (s.kind, s.site.as_deref(), s.waits, s.total_ns))
+        .collect();
+    assert_eq!(
+        sites,
+        [
+            // Equal times: by kind (lock first).
+            (Some(WaitKind::Lock), Some("m::work (m.rs:27)"), 2, 300),
+            (Some(WaitKind::Condition), Some("m::take (m.rs:40)"), 1, 300),
+            (None, None, 1, 50),
+        ]
+    );
+    let kinds: Vec<_> = r
+        .kinds
+        .iter()
+        .map(|k| (k.kind, k.waits, k.total_ns))
+        .collect();
+    assert_eq!(
+        kinds,
+        [(WaitKind::Lock, 2, 300), (WaitKind::Condition, 1, 300)]
+    );
+    let per_stack: Vec<_> = r
+        .stack_waits
+        .iter()
+        .map(|s| (s.stack, s.waits, s.total_ns))
+        .collect();
+    assert_eq!(per_stack, [(0, 2, 300), (1, 1, 300)]);
+    // The stacks not given (unreadable): nothing per kind, every wait counted without one.
+    let plain = waits(&threads, &states, &[]);
+    assert!(plain.kinds.is_empty());
+    assert_eq!((plain.with_stack, plain.without_stack), (0, 4));
 }

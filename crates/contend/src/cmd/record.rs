@@ -53,6 +53,11 @@ pub struct Args {
     /// kernel.perf_event_paranoid=-1).
     #[arg(long, requires = "locks")]
     no_waits: bool,
+    /// With --locks: the most MiB of user stacks (of the blocked waits) kept in the run
+    /// directory; past it, waits are still recorded, without their stacks (counted and
+    /// shown). 0 keeps none.
+    #[arg(long, requires = "locks", value_name = "MIB", default_value_t = 256)]
+    stack_budget: u64,
     /// Each thread's event ring, in KiB: events beyond what fits between two drains are
     /// counted as dropped. The rings of all threads alive at once share 192 MiB: past that,
     /// threads get smaller rings (down to 64 KiB), and a thread that finds no room is not
@@ -155,6 +160,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             ring_kib: args.ring_kb,
             probe: None,
             waits: !args.no_waits,
+            stack_budget: args.stack_budget.saturating_mul(1 << 20),
         }),
         poll: Duration::from_millis(args.poll_ms),
         mpi: args.mpi.then_some(args.mpi_impl),

@@ -102,10 +102,12 @@ struct LockArgs {
     /// holds with wake-up flows.
     #[arg(long, value_name = "FILE")]
     perfetto: Option<PathBuf>,
-    /// Write a lock-contention profile for `go tool pprof` (contentions/count, delay/nanoseconds).
+    /// Write a lock-contention profile for `go tool pprof` (contentions/count, delay/nanoseconds):
+    /// the probe's lock waits and, with user stacks, the blocked futex waits.
     #[arg(long, value_name = "FILE")]
     pprof: Option<PathBuf>,
-    /// Write folded stacks of lock wait time (ns) for flame graphs (`-` for stdout).
+    /// Write folded stacks of lock wait time (ns) for flame graphs (`-` for stdout), futex
+    /// waits with stacks included.
     #[arg(long, value_name = "FILE")]
     folded: Option<PathBuf>,
     /// Write wait-time histograms (SVG, log-binned) of the shown locks into this directory.
@@ -324,7 +326,26 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         for note in report::locks::unmatched_notes(&l.report) {
             crate::ui::note(note);
         }
-        write_lock_exports(&l.report, &l.naming, &args.locks)?;
+    }
+    let wait_samples = loaded.waits.as_ref().map_or_else(Vec::new, |w| {
+        report::waits::profile_samples(&w.report, &w.stacks, &w.names)
+    });
+    if loaded.locks.is_some() || !wait_samples.is_empty() {
+        let mut profile = match &loaded.locks {
+            Some(l) => report::lock_exports::profile(&l.report, &l.naming),
+            None => export::pprof::Profile::lock_contention(),
+        };
+        if !wait_samples.is_empty() {
+            profile.comments.push(
+                "contend futex waits: blocked futex waits from their user stacks, rooted at [futex wait WORD KIND]".into(),
+            );
+            profile.samples.extend(wait_samples);
+        }
+        write_lock_exports(
+            loaded.locks.as_ref().map(|l| (&l.report, &l.naming)),
+            &profile,
+            &args.locks,
+        )?;
     }
     Ok(())
 }
@@ -379,14 +400,15 @@ fn export_error(e: export::ExportError) -> anyhow::Error {
     }
 }
 
+/// The lock exports: the profile (the probe's lock waits and the futex waits with stacks) as
+/// pprof and folded stacks, and the probe's locks' histograms.
 fn write_lock_exports(
-    r: &analysis::locks::LockReport,
-    naming: &report::locks::Naming,
+    locks: Option<(&analysis::locks::LockReport, &report::locks::Naming)>,
+    profile: &export::pprof::Profile,
     args: &LockArgs,
 ) -> anyhow::Result<()> {
-    let profile = report::lock_exports::profile(r, naming);
     if let Some(path) = &args.pprof {
-        export::pprof::write(&profile, create(path)?).map_err(export_error)?;
+        export::pprof::write(profile, create(path)?).map_err(export_error)?;
         crate::ui::status(format_args!(
             "wrote a lock-contention profile of {} call site(s) to {} (go tool pprof -top {})",
             profile.samples.len(),
@@ -394,7 +416,7 @@ fn write_lock_exports(
             path.display()
         ));
     }
-    if let Some(dir) = &args.histograms {
+    if let (Some(dir), Some((r, naming))) = (&args.histograms, locks) {
         std::fs::create_dir_all(dir)
             .map_err(|e| bad_input(format!("cannot create {}: {e}", dir.display())))?;
         for (i, l) in r.locks.iter().take(args.top).enumerate() {
@@ -416,7 +438,7 @@ fn write_lock_exports(
             module: false,
             file_line: true,
         };
-        export::folded::write(&profile, &options, create(path)?).map_err(export_error)?;
+        export::folded::write(profile, &options, create(path)?).map_err(export_error)?;
     }
     Ok(())
 }

@@ -400,6 +400,7 @@ fn one_run(
                 probe: Some(p.to_path_buf()),
                 // The scaling runs need the probe's lock figures only.
                 waits: false,
+                stack_budget: 0,
                 ..recorder::Locks::default()
             }),
             capture_output: true,
