@@ -11,5 +11,6 @@ pub mod service;
 pub mod sharing;
 pub mod split;
 pub mod stats;
+pub mod units;
 pub mod waits;
 pub mod waitstates;

@@ -188,6 +188,58 @@ pub fn disturbance(
     (steal as f64 * tick_ns, others)
 }
 
+/// `--repeat N` or `MIN..MAX`: the fewest and most rounds.
+pub fn parse_repeat(text: &str) -> Result<(u32, u32), String> {
+    // Each round is a recorded run of every configuration: beyond this is no measurement plan.
+    const MOST_ROUNDS: u32 = 10_000;
+    let bad = || {
+        format!("--repeat `{text}`: give a number of rounds (5) or a range MIN..MAX (3..10), each 1 to {MOST_ROUNDS}")
+    };
+    let number = |t: &str| {
+        t.trim()
+            .parse::<u32>()
+            .ok()
+            .filter(|n| (1..=MOST_ROUNDS).contains(n))
+            .ok_or_else(bad)
+    };
+    match text.split_once("..") {
+        Some((lo, hi)) => {
+            let (lo, hi) = (number(lo)?, number(hi)?);
+            if lo > hi {
+                return Err(format!("--repeat `{text}`: MIN is above MAX"));
+            }
+            Ok((lo, hi))
+        }
+        None => number(text).map(|n| (n, n)),
+    }
+}
+
+/// CPU time this process has used so far (every thread: the recorder's sampler and drainers).
+pub fn own_cpu_ns() -> f64 {
+    // SAFETY: a zeroed rusage is a valid out-parameter.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: RUSAGE_SELF with a pointer to a local.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return 0.0;
+    }
+    let tv = |t: libc::timeval| t.tv_sec as f64 * 1e9 + t.tv_usec as f64 * 1e3;
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// The per-CPU lines of /proc/stat; None when it cannot be read (the disturbance is then not
+/// measured). Bounded: a machine's /proc/stat is a few KiB per CPU.
+pub fn proc_stat() -> Option<std::collections::BTreeMap<u32, CpuTicks>> {
+    use std::io::Read;
+    const LIMIT: u64 = 16 << 20;
+    let mut text = String::new();
+    std::fs::File::open("/proc/stat")
+        .ok()?
+        .take(LIMIT)
+        .read_to_string(&mut text)
+        .ok()?;
+    Some(per_cpu_ticks(&text))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -319,5 +371,20 @@ mod tests {
             .map(|s| s.to_string())
             .collect();
         assert_eq!(substitute(&cmd, 4), vec!["./app", "-t", "4", "--name=run4"]);
+    }
+
+    #[test]
+    fn repeat_is_a_count_or_a_range() {
+        assert_eq!(parse_repeat("5"), Ok((5, 5)));
+        assert_eq!(parse_repeat("3..10"), Ok((3, 10)));
+        assert_eq!(parse_repeat(" 2 .. 2 "), Ok((2, 2)));
+        for bad in ["0", "x", "3..", "..4", "1..10001", "-1", "3...5"] {
+            let e = parse_repeat(bad).unwrap_err();
+            assert!(e.starts_with(&format!("--repeat `{bad}`: give")), "{e}");
+        }
+        assert_eq!(
+            parse_repeat("5..3"),
+            Err("--repeat `5..3`: MIN is above MAX".to_string())
+        );
     }
 }

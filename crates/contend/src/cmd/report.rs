@@ -54,14 +54,14 @@ struct SharingArgs {
 struct MpiArgs {
     /// Keep point-to-point wait states (Late Sender, Late Receiver) of at least this long,
     /// e.g. 5ms.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "0")]
+    #[arg(long, value_name = "DURATION", value_parser = analysis::units::parse_duration, default_value = "0")]
     mpi_p2p_threshold: u64,
     /// Keep collective wait states of at least this long.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "0")]
+    #[arg(long, value_name = "DURATION", value_parser = analysis::units::parse_duration, default_value = "0")]
     mpi_collective_threshold: u64,
     /// Treat a standard-mode MPI_Send lasting at least this long as synchronous (rendezvous)
     /// and look for a Late Receiver there too (MPI_Ssend always is).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = analysis::units::parse_duration)]
     mpi_rendezvous: Option<u64>,
     /// Also read the rank traces in this run directory (another host's, when the run
     /// directory was not on a shared file system); repeatable.
@@ -83,16 +83,16 @@ struct LockArgs {
     #[arg(long, value_name = "KEY", default_value = "wait")]
     sort: report::locks::SortKey,
     /// Keep mutex events (request to release) at least this long, e.g. 10us, 1.5ms, 2s.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = analysis::units::parse_duration)]
     min_duration: Option<u64>,
     /// Keep mutex events at most this long.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = analysis::units::parse_duration)]
     max_duration: Option<u64>,
     /// Keep only this lock (its address, e.g. 0x55d0c0a4b040); repeatable.
-    #[arg(long = "lock", value_name = "ADDR", value_parser = parse_address)]
+    #[arg(long = "lock", value_name = "ADDR", value_parser = analysis::units::parse_address)]
     locks: Vec<u64>,
     /// Keep only acquisitions from this call site (its address); repeatable.
-    #[arg(long = "site", value_name = "ADDR", value_parser = parse_address)]
+    #[arg(long = "site", value_name = "ADDR", value_parser = analysis::units::parse_address)]
     sites: Vec<u64>,
     /// Keep only this thread (its tid); repeatable.
     #[arg(long = "thread", value_name = "TID")]
@@ -113,36 +113,6 @@ struct LockArgs {
     /// Write wait-time histograms (SVG, log-binned) of the shown locks into this directory.
     #[arg(long, value_name = "DIR")]
     histograms: Option<PathBuf>,
-}
-
-/// `10us`, `1.5ms`, `2s`, `250ns` or a plain number of nanoseconds.
-fn parse_duration(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let (num, scale) = [
-        ("ns", 1.0),
-        ("us", 1e3),
-        ("µs", 1e3),
-        ("ms", 1e6),
-        ("s", 1e9),
-    ]
-    .iter()
-    .find_map(|(suffix, scale)| t.strip_suffix(suffix).map(|n| (n, *scale)))
-    .unwrap_or((t, 1.0));
-    match num.trim().parse::<f64>() {
-        Ok(v) if v >= 0.0 && v.is_finite() => Ok((v * scale).round() as u64),
-        _ => Err(format!(
-            "`{text}` is not a duration (examples: 250ns, 10us, 1.5ms, 2s)"
-        )),
-    }
-}
-
-fn parse_address(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let parsed = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-        Some(hex) => u64::from_str_radix(hex, 16),
-        None => t.parse(),
-    };
-    parsed.map_err(|_| format!("`{text}` is not an address (hex like 0x55d0c0a4b040, or decimal)"))
 }
 
 impl Args {

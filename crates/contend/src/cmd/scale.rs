@@ -70,63 +70,12 @@ pub struct Args {
 // The model's types live with the loader that reads scale.json back (`contend report DIR`).
 use explain::scale::{RunResult, ScaleResult};
 
-/// `--repeat N` or `MIN..MAX`: the fewest and most rounds.
-fn parse_repeat(text: &str) -> Result<(u32, u32), String> {
-    // Each round is a recorded run of every configuration: beyond this is no measurement plan.
-    const MOST_ROUNDS: u32 = 10_000;
-    let bad = || {
-        format!("--repeat `{text}`: give a number of rounds (5) or a range MIN..MAX (3..10), each 1 to {MOST_ROUNDS}")
-    };
-    let number = |t: &str| {
-        t.trim()
-            .parse::<u32>()
-            .ok()
-            .filter(|n| (1..=MOST_ROUNDS).contains(n))
-            .ok_or_else(bad)
-    };
-    match text.split_once("..") {
-        Some((lo, hi)) => {
-            let (lo, hi) = (number(lo)?, number(hi)?);
-            if lo > hi {
-                return Err(format!("--repeat `{text}`: MIN is above MAX"));
-            }
-            Ok((lo, hi))
-        }
-        None => number(text).map(|n| (n, n)),
-    }
-}
-
-/// CPU time this process has used so far (every thread: the recorder's sampler and drainers).
-fn own_cpu_ns() -> f64 {
-    // SAFETY: a zeroed rusage is a valid out-parameter.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: RUSAGE_SELF with a pointer to a local.
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
-        return 0.0;
-    }
-    let tv = |t: libc::timeval| t.tv_sec as f64 * 1e9 + t.tv_usec as f64 * 1e3;
-    tv(usage.ru_utime) + tv(usage.ru_stime)
-}
-
-/// The per-CPU lines of /proc/stat; None when it cannot be read (the disturbance is then not
-/// measured). Bounded: a machine's /proc/stat is a few KiB per CPU.
-fn proc_stat() -> Option<std::collections::BTreeMap<u32, recorder::scale::CpuTicks>> {
-    use std::io::Read;
-    const LIMIT: u64 = 16 << 20;
-    let mut text = String::new();
-    std::fs::File::open("/proc/stat")
-        .ok()?
-        .take(LIMIT)
-        .read_to_string(&mut text)
-        .ok()?;
-    Some(recorder::scale::per_cpu_ticks(&text))
-}
-
 pub fn run(args: Args) -> anyhow::Result<()> {
     if args.threads.is_empty() || args.threads.contains(&0) {
         return Err(bad_input("--threads: give thread counts of 1 or more"));
     }
-    let (repeat_min, repeat_max) = parse_repeat(&args.repeat).map_err(bad_input)?;
+    let (repeat_min, repeat_max) =
+        recorder::scale::parse_repeat(&args.repeat).map_err(bad_input)?;
     const MOST_WARMUPS: u32 = 10_000;
     if args.warmup > MOST_WARMUPS {
         return Err(bad_input(format!(
@@ -383,8 +332,11 @@ fn one_run(
     round: u32,
     tick_ns: f64,
 ) -> anyhow::Result<RunResult> {
-    let (stat_before, own_before, wall_before) =
-        (proc_stat(), own_cpu_ns(), std::time::Instant::now());
+    let (stat_before, own_before, wall_before) = (
+        recorder::scale::proc_stat(),
+        recorder::scale::own_cpu_ns(),
+        std::time::Instant::now(),
+    );
     let recorded = recorder::record(
         &recorder::RecordOptions {
             command: command.to_vec(),
@@ -414,7 +366,11 @@ fn one_run(
             }
         },
     )?;
-    let (stat_after, own_after, wall) = (proc_stat(), own_cpu_ns(), wall_before.elapsed());
+    let (stat_after, own_after, wall) = (
+        recorder::scale::proc_stat(),
+        recorder::scale::own_cpu_ns(),
+        wall_before.elapsed(),
+    );
     let (run, meta, outcome) = (recorded.run, recorded.meta, recorded.outcome);
     let cpu_ns = outcome.cpu_ns.unwrap_or(0) as f64;
     let elapsed = outcome.monotonic_span[1].saturating_sub(outcome.monotonic_span[0]) as f64;
@@ -508,24 +464,4 @@ fn one_run(
 /// The renderer's view of a result.
 fn result_view(r: &ScaleResult) -> report::scale::ScaleView<'_> {
     r.view()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_repeat;
-
-    #[test]
-    fn repeat_is_a_count_or_a_range() {
-        assert_eq!(parse_repeat("5"), Ok((5, 5)));
-        assert_eq!(parse_repeat("3..10"), Ok((3, 10)));
-        assert_eq!(parse_repeat(" 2 .. 2 "), Ok((2, 2)));
-        for bad in ["0", "x", "3..", "..4", "1..10001", "-1", "3...5"] {
-            let e = parse_repeat(bad).unwrap_err();
-            assert!(e.starts_with(&format!("--repeat `{bad}`: give")), "{e}");
-        }
-        assert_eq!(
-            parse_repeat("5..3"),
-            Err("--repeat `5..3`: MIN is above MAX".to_string())
-        );
-    }
 }
