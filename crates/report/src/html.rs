@@ -23,6 +23,11 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use trace::sched::{State, StateChange};
 
+mod diff;
+mod scale;
+pub use diff::render_diff;
+pub use scale::render_scale;
+
 /// What the page shows of one run, borrowed from the explained run.
 pub struct Page<'a> {
     pub summary: &'a RunSummary,
@@ -120,29 +125,75 @@ pub fn render(p: &Page<'_>) -> String {
         .command
         .first()
         .map_or("the program", String::as_str);
-    let _ = write!(
-        out,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<meta name=\"generator\" content=\"contend\">\n<title>contend report: {} ({})</title>\n<script>{CATCH}</script>\n<style>{CSS}</style>\n</head>\n<body>\n",
-        escape(program),
-        escape(&p.summary.run)
-    );
-    let _ = write!(
-        out,
-        "<header><h1>contend report: <code>{}</code></h1><nav><a href=\"#overview\">Overview</a> <a href=\"#timeline\">Timeline</a> <a href=\"#locks\">Locks</a> <a href=\"#activity\">Activity</a> <a href=\"#mpi\">MPI</a> <a href=\"#sharing\">Sharing</a> <a href=\"#streams\">Streams</a> <button type=\"button\" class=\"js-only\" data-details=\"open\">open all</button> <button type=\"button\" class=\"js-only\" data-details=\"close\">close all</button></nav></header>\n<main>\n",
-        escape(&p.summary.run)
+    page_start(
+        &mut out,
+        &format!("contend report: {program} ({})", p.summary.run),
+        "contend report",
+        &p.summary.run,
+        &[
+            ("overview", "Overview"),
+            ("timeline", "Timeline"),
+            ("locks", "Locks"),
+            ("activity", "Activity"),
+            ("mpi", "MPI"),
+            ("sharing", "Sharing"),
+            ("streams", "Streams"),
+        ],
     );
     overview(&mut out, p);
     timeline(&mut out, p);
     locks(&mut out, p);
     activity(&mut out, p);
     mpi(&mut out, p);
-    sharing(&mut out, p);
+    sharing(&mut out, p.sharing.as_ref(), &p.options);
     streams(&mut out, p);
+    page_end(
+        &mut out,
+        &format!("run <code>{}</code>", escape(&p.summary.run)),
+    );
+    out
+}
+
+/// Every page's head (the error catcher first, then the stylesheet) and header: `heading`
+/// and the `subject` (a run, a directory, two runs) in code, and the section links.
+fn page_start(out: &mut String, title: &str, heading: &str, subject: &str, nav: &[(&str, &str)]) {
     let _ = write!(
         out,
-        "</main>\n<footer>Written by contend from run <code>{}</code>. Everything is in this file: no network is used.</footer>\n<script>{JS}</script>\n</body>\n</html>\n",
-        escape(&p.summary.run)
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<meta name=\"generator\" content=\"contend\">\n<title>{}</title>\n<script>{CATCH}</script>\n<style>{CSS}</style>\n</head>\n<body>\n",
+        escape(title)
     );
+    let _ = write!(
+        out,
+        "<header><h1>{}: <code>{}</code></h1><nav>",
+        escape(heading),
+        escape(subject)
+    );
+    for (id, name) in nav {
+        let _ = write!(out, "<a href=\"#{}\">{}</a> ", escape(id), escape(name));
+    }
+    out.push_str("<button type=\"button\" class=\"js-only\" data-details=\"open\">open all</button> <button type=\"button\" class=\"js-only\" data-details=\"close\">close all</button></nav></header>\n<main>\n");
+}
+
+/// The footer and the page's script; `from` is HTML (escaped by the caller).
+fn page_end(out: &mut String, from: &str) {
+    let _ = write!(
+        out,
+        "</main>\n<footer>Written by contend from {from}. Everything is in this file: no network is used.</footer>\n<script>{JS}</script>\n</body>\n</html>\n"
+    );
+}
+
+/// `contend c2c report RUN --html FILE`: the sharing section alone.
+pub fn render_sharing(run: &str, s: &SharingPage<'_>, options: &Options) -> String {
+    let mut out = String::with_capacity(32 * 1024);
+    page_start(
+        &mut out,
+        &format!("contend c2c report: {run}"),
+        "contend c2c report",
+        run,
+        &[("sharing", "Sharing")],
+    );
+    sharing(&mut out, Some(s), options);
+    page_end(&mut out, &format!("run <code>{}</code>", escape(run)));
     out
 }
 
@@ -172,6 +223,10 @@ table.sortable th{cursor:pointer}
 th[aria-sort=ascending]::after{content:" \25B2";font-size:.7em}
 th[aria-sort=descending]::after{content:" \25BC";font-size:.7em}
 td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
+.worse{color:#c62828;font-weight:600}
+.better{color:#2e7d32;font-weight:600}
+#worse tbody td{background:#fdecea}
+#better tbody td{background:#e8f5e9}
 tr:hover td{background:#fafbfc}
 details{margin:.4em 0}
 summary{cursor:pointer;font-weight:600}
@@ -1863,9 +1918,9 @@ fn rank_bars(out: &mut String, m: &MpiPage<'_>) {
 
 // ---- sharing ----
 
-fn sharing(out: &mut String, p: &Page<'_>) {
+fn sharing(out: &mut String, s: Option<&SharingPage<'_>>, options: &Options) {
     section_start(out, "sharing", "Sharing");
-    let Some(s) = &p.sharing else {
+    let Some(s) = s else {
         missing(
             out,
             "Cache-line sharing was not recorded (build the program with contend cc, or record perf c2c with contend c2c record).",
@@ -1896,7 +1951,7 @@ fn sharing(out: &mut String, p: &Page<'_>) {
         out.push_str("</section>\n");
         return;
     }
-    let transfer_ns = p.options.transfer_ns;
+    let transfer_ns = options.transfer_ns;
     let rows = r
         .lines
         .iter()
@@ -1945,9 +2000,9 @@ fn sharing(out: &mut String, p: &Page<'_>) {
         ],
         &[0, 3, 4, 5, 6, 7, 8, 10],
         rows,
-        p.options.max_rows,
+        options.max_rows,
     );
-    for (i, l) in r.lines.iter().take(p.options.sharing_top).enumerate() {
+    for (i, l) in r.lines.iter().take(options.sharing_top).enumerate() {
         let _ = writeln!(
             out,
             "<details open class=\"line\" id=\"line-{}\"><summary>Line #{} <code>{:#x}</code> ({}), pid {}: {} transfers, {}</summary>",
@@ -2012,7 +2067,7 @@ fn sharing(out: &mut String, p: &Page<'_>) {
             ],
             &[1, 4, 5],
             rows,
-            p.options.max_rows,
+            options.max_rows,
         );
         out.push_str("</details>\n");
     }

@@ -37,6 +37,10 @@ pub struct Args {
     /// Also fail when a `--fail-if` metric has no value on one side (else that is a note).
     #[arg(long)]
     fail_if_missing: bool,
+    /// Also write the comparison as one self-contained HTML page (what got worse and what
+    /// got better, coloured, with the figures): a new file, never one that exists.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -173,6 +177,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     for g in &unmatched {
         crate::ui::note(format_args!("--metric {g} matches no metric"));
     }
+    // Made before anything is printed: a path that cannot be a new file is one line, exit 2.
+    let html_file = match &args.html {
+        Some(path) => Some((path, crate::cmd::report::create_new(path)?)),
+        None => None,
+    };
 
     let format = if args.json {
         Format::Json
@@ -192,6 +201,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 &shown
             )))?
         ),
+    }
+
+    if let Some((path, file)) = html_file {
+        let page = report::html::render_diff(&shown);
+        crate::cmd::report::write_page(path, file, page.as_bytes())?;
+        crate::cmd::report::wrote_page(path, page.len());
     }
 
     // Bounds apply to every metric, whatever --metric shows.

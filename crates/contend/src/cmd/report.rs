@@ -173,14 +173,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         explain::open_any(&args.run, &args.options()).map_err(|e| bad_input(e.to_string()))?;
     // The page's file is made before anything is printed: a path that cannot be a new file
     // is one line and exit 2, not a report followed by an error.
-    let html_file = match (&args.html, &explained) {
-        (Some(_), Explained::Scale(_)) => {
-            return Err(bad_input(
-                "--html: a page for a `contend scale` directory is not made yet; give a run directory (one of its runs)",
-            ))
-        }
-        (Some(path), Explained::Run(_)) => Some((path, create_new(path)?)),
-        (None, _) => None,
+    let html_file = match &args.html {
+        Some(path) => Some((path, create_new(path)?)),
+        None => None,
     };
     for notice in explained.notices() {
         crate::ui::note(notice);
@@ -191,8 +186,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let loaded = match explained {
         // A `contend scale` directory: its runs are run directories; itself, the model.
         Explained::Scale(model) => {
+            let view = model.view();
             if !args.json {
-                crate::output::out!("{}", report::scale::render(&model.view()));
+                crate::output::out!("{}", report::scale::render(&view));
+            }
+            if let Some((path, file)) = html_file {
+                let page = report::html::render_scale(&args.run.display().to_string(), &view);
+                write_page(path, file, page.as_bytes())?;
+                wrote_page(path, page.len());
             }
             return Ok(());
         }
@@ -280,11 +281,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             ..Default::default()
         }));
         write_page(path, file, page.as_bytes())?;
-        crate::ui::status(format_args!(
-            "wrote the report page {} ({} KiB; open it in a browser)",
-            path.display(),
-            page.len().div_ceil(1024)
-        ));
+        wrote_page(path, page.len());
     }
     if let Some(dir) = &args.sharing.sharing_svg {
         match &loaded.sharing {
@@ -332,7 +329,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 /// A new file `path` for the page (mode 0600 less the umask; `O_EXCL|O_NOFOLLOW`: never an
 /// existing file, nor through a symlink someone planted): a path that cannot be one is bad
 /// input (exit 2).
-fn create_new(path: &std::path::Path) -> anyhow::Result<std::fs::File> {
+pub(crate) fn create_new(path: &std::path::Path) -> anyhow::Result<std::fs::File> {
     observe::private::create_new(path, 0o600).map_err(|e| {
         if e.kind() == std::io::ErrorKind::AlreadyExists {
             bad_input(format!(
@@ -345,9 +342,22 @@ fn create_new(path: &std::path::Path) -> anyhow::Result<std::fs::File> {
     })
 }
 
+/// Says where the page is and how big.
+pub(crate) fn wrote_page(path: &std::path::Path, bytes: usize) {
+    crate::ui::status(format_args!(
+        "wrote the report page {} ({} KiB; open it in a browser)",
+        path.display(),
+        bytes.div_ceil(1024)
+    ));
+}
+
 /// Writes the page into the file [`create_new`] made; a write that fails is the machine's
 /// (exit 1), and the half-written file is removed.
-fn write_page(path: &std::path::Path, mut file: std::fs::File, bytes: &[u8]) -> anyhow::Result<()> {
+pub(crate) fn write_page(
+    path: &std::path::Path,
+    mut file: std::fs::File,
+    bytes: &[u8],
+) -> anyhow::Result<()> {
     use std::io::Write;
     file.write_all(bytes)
         .and_then(|()| file.sync_all())

@@ -25,6 +25,10 @@ pub struct ReportArgs {
     /// this directory, as `line-N.svg`.
     #[arg(long, value_name = "DIR")]
     pub svg: Option<PathBuf>,
+    /// Write the sharing results as one self-contained HTML page (inline charts, no network):
+    /// a new file, never one that exists.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 }
 
 /// `contend c2c report`.
@@ -40,6 +44,11 @@ pub fn report(args: ReportArgs) -> anyhow::Result<()> {
             "{}: no sharing results (no sharing/*.json): record a program built with `contend cc` using `contend c2c record -- PROGRAM`",
             args.run.display()
         )));
+    };
+    // Made before anything is printed: a path that cannot be a new file is one line, exit 2.
+    let html_file = match &args.html {
+        Some(path) => Some((path, crate::cmd::report::create_new(path)?)),
+        None => None,
     };
     if args.json {
         crate::output::outln!(
@@ -59,6 +68,23 @@ pub fn report(args: ReportArgs) -> anyhow::Result<()> {
                 args.transfer_ns
             )
         );
+    }
+    if let Some((path, file)) = html_file {
+        let page = report::html::render_sharing(
+            &args.run.display().to_string(),
+            &report::html::SharingPage {
+                report: &loaded.report,
+                processes: &loaded.processes,
+                naming: &loaded.naming,
+            },
+            &report::html::Options {
+                sharing_top: args.top,
+                transfer_ns: args.transfer_ns,
+                ..Default::default()
+            },
+        );
+        crate::cmd::report::write_page(path, file, page.as_bytes())?;
+        crate::cmd::report::wrote_page(path, page.len());
     }
     if let Some(dir) = &args.svg {
         crate::output::write_strips(&loaded, dir, args.top)?;
