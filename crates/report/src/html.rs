@@ -233,6 +233,8 @@ summary{cursor:pointer;font-weight:600}
 .chart{overflow-x:auto;max-width:100%}
 .chart svg{max-width:none}
 .legend span{display:inline-block;margin-right:1em}
+.zoom button{font:inherit;min-width:2em}
+.zoom .hint{color:var(--muted);font-size:.85em}
 .legend i{display:inline-block;width:.9em;height:.9em;vertical-align:-.1em;margin-right:.3em}
 .js-only{display:none}
 html[data-js=ok] .js-only{display:inline-block}
@@ -298,6 +300,62 @@ Array.prototype.forEach.call(document.querySelectorAll("button[data-details]"),f
  b.addEventListener("click",function(){all(b.getAttribute("data-details")==="open");});
 });
 window.addEventListener("beforeprint",function(){all(true);});
+// Zoom and pan: the chart's viewBox, kept inside the whole drawing and its aspect, at most
+// 64 times magnified; drawn whole again when printed.
+var zooms={};
+Array.prototype.forEach.call(document.querySelectorAll("svg.zoomable"),function(svg){
+ var full=svg.getAttribute("viewBox").split(/[\s,]+/).map(Number);
+ if(full.length!==4||!full.every(isFinite)||full[2]<=0||full[3]<=0){return;}
+ var cur=full.slice();
+ function show(){svg.setAttribute("viewBox",cur.join(" "));}
+ function clamp(){
+  if(cur[2]>=full[2]){cur=full.slice();return;}
+  var least=full[2]/64;
+  if(cur[2]<least){cur[3]*=least/cur[2];cur[2]=least;}
+  cur[0]=Math.max(full[0],Math.min(cur[0],full[0]+full[2]-cur[2]));
+  cur[1]=Math.max(full[1],Math.min(cur[1],full[1]+full[3]-cur[3]));
+ }
+ function zoom(f,fx,fy){
+  var w=cur[2]/f,h=cur[3]/f;
+  cur=[cur[0]+(cur[2]-w)*fx,cur[1]+(cur[3]-h)*fy,w,h];
+  clamp();show();
+ }
+ function reset(){cur=full.slice();show();}
+ zooms[svg.id]={zoom:zoom,reset:reset};
+ svg.addEventListener("wheel",function(e){
+  if(e.deltaY>0&&cur[2]>=full[2]){return;}
+  e.preventDefault();
+  var r=svg.getBoundingClientRect();
+  zoom(e.deltaY<0?1.25:0.8,(e.clientX-r.left)/r.width,(e.clientY-r.top)/r.height);
+ },{passive:false});
+ var drag=null;
+ svg.style.cursor="grab";
+ svg.addEventListener("pointerdown",function(e){
+  if(e.button!==0){return;}
+  drag={x:e.clientX,y:e.clientY,from:cur.slice()};
+  if(svg.setPointerCapture){try{svg.setPointerCapture(e.pointerId);}catch(err){}}
+ });
+ svg.addEventListener("pointermove",function(e){
+  if(!drag){return;}
+  var r=svg.getBoundingClientRect();
+  cur=[drag.from[0]-(e.clientX-drag.x)*drag.from[2]/r.width,drag.from[1]-(e.clientY-drag.y)*drag.from[3]/r.height,drag.from[2],drag.from[3]];
+  clamp();show();
+ });
+ function end(){drag=null;}
+ svg.addEventListener("pointerup",end);
+ svg.addEventListener("pointercancel",end);
+ window.addEventListener("beforeprint",reset);
+});
+Array.prototype.forEach.call(document.querySelectorAll("[data-zoom]"),function(box){
+ var z=zooms[box.getAttribute("data-zoom")];
+ if(!z){box.style.display="none";return;}
+ Array.prototype.forEach.call(box.querySelectorAll("button[data-z]"),function(b){
+  b.addEventListener("click",function(){
+   var what=b.getAttribute("data-z");
+   if(what==="reset"){z.reset();}else{z.zoom(what==="in"?2:0.5,0.5,0.5);}
+  });
+ });
+});
 window.addEventListener("load",function(){root.setAttribute("data-load-ms",String(Math.round(performance.now())));});
 root.setAttribute("data-js","ok");
 })();
@@ -415,6 +473,18 @@ fn section_start(out: &mut String, id: &str, title: &str) {
 /// An SVG made by `report::svg` (or this module), inline; its text is escaped by its maker.
 fn chart(out: &mut String, svg: &str) {
     let _ = writeln!(out, "<div class=\"chart\">{svg}</div>");
+}
+
+/// A chart whose SVG (`class="zoomable"`, with a viewBox) the page's script lets the reader
+/// zoom and pan, with its buttons; with scripts off the buttons are hidden and the whole
+/// chart is drawn as it is.
+fn zoomable_chart(out: &mut String, id: &str, svg: &str) {
+    let _ = writeln!(
+        out,
+        "<div class=\"zoom js-only\" data-zoom=\"{}\"><button type=\"button\" data-z=\"in\" title=\"zoom in\">+</button> <button type=\"button\" data-z=\"out\" title=\"zoom out\">−</button> <button type=\"button\" data-z=\"reset\">reset</button> <span class=\"hint\">or the wheel over the chart to zoom, drag to pan</span></div>",
+        escape(id)
+    );
+    chart(out, svg);
 }
 
 /// Distinct colours for threads, ranks and patterns (Tableau 10).
@@ -949,7 +1019,7 @@ fn threads_over_time(
     let mut svg = String::new();
     let _ = write!(
         svg,
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"timeline-threads\" width=\"{width:.0}\" height=\"{height:.0}\" font-family=\"sans-serif\" font-size=\"11\"><rect width=\"100%\" height=\"100%\" fill=\"white\"/>"
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"timeline-threads\" class=\"zoomable\" width=\"{width:.0}\" height=\"{height:.0}\" viewBox=\"0 0 {width:.0} {height:.0}\" font-family=\"sans-serif\" font-size=\"11\"><rect width=\"100%\" height=\"100%\" fill=\"white\"/>"
     );
     time_ticks(&mut svg, axis, bottom, top);
     if let Some(a) = activity {
@@ -1050,7 +1120,7 @@ fn threads_over_time(
         }
     }
     svg.push_str("</svg>");
-    chart(out, &svg);
+    zoomable_chart(out, "timeline-threads", &svg);
     let mut legend = String::from("<p class=\"legend\">");
     if activity.is_some() {
         legend.push_str("<span><i style=\"background:#1f77b4\"></i>running</span><span><i style=\"background:#ff7f0e\"></i>runnable (waiting for a CPU)</span><span><i style=\"background:#c7c7c7\"></i>blocked or sleeping</span>");
@@ -1246,8 +1316,8 @@ fn mpi_over_time(out: &mut String, m: &MpiPage<'_>) {
     let mut svg = String::new();
     let _ = write!(
         svg,
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"timeline-ranks\" width=\"{width:.0}\" height=\"{:.0}\" font-family=\"sans-serif\" font-size=\"11\"><rect width=\"100%\" height=\"100%\" fill=\"white\"/>",
-        bottom + 40.0
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"timeline-ranks\" class=\"zoomable\" width=\"{width:.0}\" height=\"{height:.0}\" viewBox=\"0 0 {width:.0} {height:.0}\" font-family=\"sans-serif\" font-size=\"11\"><rect width=\"100%\" height=\"100%\" fill=\"white\"/>",
+        height = bottom + 40.0
     );
     time_ticks(&mut svg, &axis, bottom, top);
     let mut labels: Vec<String> = Vec::new();
@@ -1317,7 +1387,7 @@ fn mpi_over_time(out: &mut String, m: &MpiPage<'_>) {
         );
     }
     svg.push_str("</svg>");
-    chart(out, &svg);
+    zoomable_chart(out, "timeline-ranks", &svg);
     let mut legend = String::from("<p class=\"legend\">");
     for t in &w.patterns {
         let _ = write!(

@@ -541,3 +541,104 @@ fn chromium_shows_the_scale_diff_and_c2c_pages_with_no_script_error() {
         assert!(dom.contains("<svg"), "{args:?}: no chart");
     }
 }
+
+/// Presses the timeline's zoom buttons, turns the wheel and drags over it, as a reader would,
+/// writing the SVG's viewBox after each step into `data-steps` on `<html>` (run after the
+/// page's own script, at the end of a copy of the page).
+const ZOOM_PROBE: &str = r#"<script>
+(function(){
+var svg=document.getElementById("timeline-threads");
+var box=document.querySelector('[data-zoom="timeline-threads"]');
+var steps=[svg.getAttribute("viewBox")];
+function press(z){box.querySelector('button[data-z="'+z+'"]').click();steps.push(svg.getAttribute("viewBox"));}
+press("in");
+var r=svg.getBoundingClientRect();
+var at={clientX:r.left+r.width/2,clientY:r.top+r.height/2,bubbles:true,cancelable:true};
+svg.dispatchEvent(new WheelEvent("wheel",Object.assign({deltaY:-100},at)));
+steps.push(svg.getAttribute("viewBox"));
+svg.dispatchEvent(new PointerEvent("pointerdown",Object.assign({button:0,pointerId:1},at)));
+svg.dispatchEvent(new PointerEvent("pointermove",Object.assign({},at,{clientX:at.clientX-100,pointerId:1})));
+svg.dispatchEvent(new PointerEvent("pointerup",Object.assign({pointerId:1},at)));
+steps.push(svg.getAttribute("viewBox"));
+press("reset");
+press("out");
+document.documentElement.setAttribute("data-steps",steps.join("|"));
+})();
+</script>"#;
+
+#[test]
+fn chromium_zooms_and_pans_the_timeline_and_draws_it_whole_without_scripts() {
+    if !chromium() {
+        return;
+    }
+    let tmp = staged("locks");
+    let page = page_of(tmp.path(), "locks");
+    // Drawn whole as written: the viewBox is the SVG's own size, the buttons hidden unless
+    // the script ran.
+    let svg_start = page.find("id=\"timeline-threads\"").unwrap();
+    let svg_tag = &page[svg_start..svg_start + page[svg_start..].find('>').unwrap()];
+    let attr = |name: &str| -> f64 {
+        let at = svg_tag.find(&format!(" {name}=\"")).unwrap() + name.len() + 3;
+        svg_tag[at..at + svg_tag[at..].find('"').unwrap()]
+            .parse()
+            .unwrap()
+    };
+    let (w, h) = (attr("width"), attr("height"));
+    assert!(
+        svg_tag.contains(&format!("viewBox=\"0 0 {w} {h}\"")),
+        "{svg_tag}"
+    );
+    assert!(page.contains("<div class=\"zoom js-only\" data-zoom=\"timeline-threads\">"));
+
+    let probed = tmp.path().join("probed.html");
+    std::fs::write(
+        &probed,
+        page.replace("</body>", &format!("{ZOOM_PROBE}</body>")),
+    )
+    .unwrap();
+    let (dom, log) = dump_dom(&probed);
+    assert_ran_cleanly(&dom, &log);
+    let at = dom.find("data-steps=\"").expect("the probe did not run") + 12;
+    let steps: Vec<Vec<f64>> = dom[at..at + dom[at..].find('"').unwrap()]
+        .split('|')
+        .map(|s| s.split(' ').map(|x| x.parse().unwrap()).collect())
+        .collect();
+    let close = |a: &[f64], b: &[f64]| a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-6);
+    assert_eq!(steps.len(), 6, "{steps:?}");
+    assert!(close(&steps[0], &[0.0, 0.0, w, h]), "{steps:?}");
+    // "+" halves the view about its middle.
+    assert!(
+        close(&steps[1], &[w / 4.0, h / 4.0, w / 2.0, h / 2.0]),
+        "{steps:?}"
+    );
+    // The wheel up zooms 1.25 times more about the pointer (the middle here).
+    assert!(
+        (steps[2][2] - w / 2.0 / 1.25).abs() < 1e-6 && steps[2][0] > steps[1][0],
+        "{steps:?}"
+    );
+    // Dragging left by 100 px moves the view right, same zoom, same height.
+    assert!(
+        steps[3][0] > steps[2][0] && close(&steps[3][1..], &steps[2][1..]),
+        "{steps:?}"
+    );
+    // Reset draws it whole; "−" cannot zoom out past the whole.
+    assert!(close(&steps[4], &[0.0, 0.0, w, h]), "{steps:?}");
+    assert!(close(&steps[5], &[0.0, 0.0, w, h]), "{steps:?}");
+
+    // With scripts off (a copy whose policy forbids them: --dump-dom itself needs script)
+    // the chart is there whole and the page's script did not run.
+    let off = tmp.path().join("off.html");
+    std::fs::write(
+        &off,
+        page.replacen(
+            "<head>",
+            "<head><meta http-equiv=\"Content-Security-Policy\" content=\"script-src 'none'\">",
+            1,
+        ),
+    )
+    .unwrap();
+    let (dom, _) = dump_dom(&off);
+    assert!(!dom.contains("data-js=\"ok\""), "scripts ran");
+    assert!(dom.contains(&format!("viewBox=\"0 0 {w} {h}\"")));
+    assert!(dom.contains("update_shared_counter (planted_hold.c:147)"));
+}
