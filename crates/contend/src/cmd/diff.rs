@@ -177,11 +177,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     for g in &unmatched {
         crate::ui::note(format_args!("--metric {g} matches no metric"));
     }
-    // Made before anything is printed: a path that cannot be a new file is one line, exit 2.
-    let html_file = match &args.html {
-        Some(path) => Some((path, crate::cmd::report::create_new(path)?)),
-        None => None,
-    };
+    let html_file = args
+        .html
+        .as_deref()
+        .map(crate::output::Page::create)
+        .transpose()?;
 
     let format = if args.json {
         Format::Json
@@ -203,10 +203,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ),
     }
 
-    if let Some((path, file)) = html_file {
-        let page = report::html::render_diff(&shown);
-        crate::cmd::report::write_page(path, file, page.as_bytes())?;
-        crate::cmd::report::wrote_page(path, page.len());
+    if let Some(page) = html_file {
+        page.write(&report::html::render_diff(&shown))?;
     }
 
     // Bounds apply to every metric, whatever --metric shows.

@@ -173,10 +173,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         explain::open_any(&args.run, &args.options()).map_err(|e| bad_input(e.to_string()))?;
     // The page's file is made before anything is printed: a path that cannot be a new file
     // is one line and exit 2, not a report followed by an error.
-    let html_file = match &args.html {
-        Some(path) => Some((path, create_new(path)?)),
-        None => None,
-    };
+    let html_file = args
+        .html
+        .as_deref()
+        .map(crate::output::Page::create)
+        .transpose()?;
     for notice in explained.notices() {
         crate::ui::note(notice);
     }
@@ -190,10 +191,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             if !args.json {
                 crate::output::out!("{}", report::scale::render(&view));
             }
-            if let Some((path, file)) = html_file {
-                let page = report::html::render_scale(&args.run.display().to_string(), &view);
-                write_page(path, file, page.as_bytes())?;
-                wrote_page(path, page.len());
+            if let Some(page) = html_file {
+                page.write(&report::html::render_scale(
+                    &args.run.display().to_string(),
+                    &view,
+                ))?;
             }
             return Ok(());
         }
@@ -274,14 +276,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         crate::output::outln!();
         crate::output::out!("{}", report::run_summary::render_streams(&loaded.summary));
     }
-    if let Some((path, file)) = html_file {
-        let page = report::html::render(&loaded.page(report::html::Options {
+    if let Some(page) = html_file {
+        page.write(&report::html::render(&loaded.page(report::html::Options {
             sharing_top: args.sharing.sharing_top,
             transfer_ns: args.sharing.transfer_ns,
             ..Default::default()
-        }));
-        write_page(path, file, page.as_bytes())?;
-        wrote_page(path, page.len());
+        })))?;
     }
     if let Some(dir) = &args.sharing.sharing_svg {
         match &loaded.sharing {
@@ -324,48 +324,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         write_lock_exports(&l.report, &l.naming, &args.locks)?;
     }
     Ok(())
-}
-
-/// A new file `path` for the page (mode 0600 less the umask; `O_EXCL|O_NOFOLLOW`: never an
-/// existing file, nor through a symlink someone planted): a path that cannot be one is bad
-/// input (exit 2).
-pub(crate) fn create_new(path: &std::path::Path) -> anyhow::Result<std::fs::File> {
-    observe::private::create_new(path, 0o600).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::AlreadyExists {
-            bad_input(format!(
-                "cannot write {}: it exists (give a new file name; an existing file is never overwritten)",
-                path.display()
-            ))
-        } else {
-            bad_input(format!("cannot write {e}"))
-        }
-    })
-}
-
-/// Says where the page is and how big.
-pub(crate) fn wrote_page(path: &std::path::Path, bytes: usize) {
-    crate::ui::status(format_args!(
-        "wrote the report page {} ({} KiB; open it in a browser)",
-        path.display(),
-        bytes.div_ceil(1024)
-    ));
-}
-
-/// Writes the page into the file [`create_new`] made; a write that fails is the machine's
-/// (exit 1), and the half-written file is removed.
-pub(crate) fn write_page(
-    path: &std::path::Path,
-    mut file: std::fs::File,
-    bytes: &[u8],
-) -> anyhow::Result<()> {
-    use std::io::Write;
-    file.write_all(bytes)
-        .and_then(|()| file.sync_all())
-        .map_err(|e| {
-            // Ours, made a moment ago: a half-written page is not left to be opened.
-            let _ = std::fs::remove_file(path);
-            anyhow::anyhow!("writing {}: {e}", path.display())
-        })
 }
 
 /// Creates an export file (or stdout for `-`), with the error naming the file.

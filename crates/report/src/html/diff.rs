@@ -324,14 +324,20 @@ fn rows_table(out: &mut String, d: &Diff, id: &str, picked: &[&Classified<'_>]) 
     );
 }
 
-/// The biggest changes as bars left (down) and right (up) of zero, red when worse and green
+/// The biggest changes (worse and better first) as bars left (down) and right (up) of zero, red when worse and green
 /// when better, grey without a direction; each bar's figures in its tooltip.
 fn changes_svg(d: &Diff, rows: &[Classified<'_>]) -> String {
     let mut top: Vec<&Classified<'_>> = rows
         .iter()
         .filter(|c| matches!(c.change, Change::Pct(_)) && c.verdict != Verdict::Unchanged)
         .collect();
-    top.sort_by(|a, b| size(b).total_cmp(&size(a)));
+    // What got worse or better first (the reader's question), then the biggest of the rest.
+    let directed = |c: &Classified<'_>| matches!(c.verdict, Verdict::Worse | Verdict::Better);
+    top.sort_by(|a, b| {
+        directed(b)
+            .cmp(&directed(a))
+            .then(size(b).total_cmp(&size(a)))
+    });
     top.truncate(CHART_ROWS);
     const W: f64 = 960.0;
     const LABEL: f64 = 420.0;

@@ -45,11 +45,11 @@ pub fn report(args: ReportArgs) -> anyhow::Result<()> {
             args.run.display()
         )));
     };
-    // Made before anything is printed: a path that cannot be a new file is one line, exit 2.
-    let html_file = match &args.html {
-        Some(path) => Some((path, crate::cmd::report::create_new(path)?)),
-        None => None,
-    };
+    let html_file = args
+        .html
+        .as_deref()
+        .map(crate::output::Page::create)
+        .transpose()?;
     if args.json {
         crate::output::outln!(
             "{}",
@@ -69,22 +69,14 @@ pub fn report(args: ReportArgs) -> anyhow::Result<()> {
             )
         );
     }
-    if let Some((path, file)) = html_file {
-        let page = report::html::render_sharing(
-            &args.run.display().to_string(),
-            &report::html::SharingPage {
-                report: &loaded.report,
-                processes: &loaded.processes,
-                naming: &loaded.naming,
-            },
-            &report::html::Options {
-                sharing_top: args.top,
-                transfer_ns: args.transfer_ns,
-                ..Default::default()
-            },
-        );
-        crate::cmd::report::write_page(path, file, page.as_bytes())?;
-        crate::cmd::report::wrote_page(path, page.len());
+    if let Some(page) = html_file {
+        let (run, sharing) = (args.run.display().to_string(), loaded.page());
+        let o = report::html::Options {
+            sharing_top: args.top,
+            transfer_ns: args.transfer_ns,
+            ..Default::default()
+        };
+        page.write(&report::html::render_sharing(&run, &sharing, &o))?;
     }
     if let Some(dir) = &args.svg {
         crate::output::write_strips(&loaded, dir, args.top)?;
