@@ -371,22 +371,13 @@ fn changes_svg(d: &Diff, rows: &[Classified<'_>]) -> String {
             Verdict::Better => "#2e7d32",
             _ => "#9e9e9e",
         };
-        let metric = escape(&c.row.metric);
-        let label = if metric.chars().count() > 64 {
-            format!(
-                "…{}",
-                metric
-                    .chars()
-                    .rev()
-                    .take(63)
-                    .collect::<Vec<_>>()
-                    .into_iter()
-                    .rev()
-                    .collect::<String>()
-            )
-        } else {
-            metric.clone()
+        // Long paths keep their end (the measure); cut before escaping, never inside `&lt;`.
+        let chars: Vec<char> = c.row.metric.chars().collect();
+        let label = match chars.len().checked_sub(63) {
+            Some(cut) if cut > 1 => format!("…{}", chars[cut..].iter().collect::<String>()),
+            _ => c.row.metric.clone(),
         };
+        let (metric, label) = (escape(&c.row.metric), escape(&label));
         let _ = write!(
             svg,
             "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{label}</text><rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{}\" fill=\"{colour}\"><title>{metric}: {}</title></rect>",
@@ -455,13 +446,21 @@ mod tests {
             })
             .collect::<Vec<_>>()
         };
+        let hostile = |mut leaves: Vec<crate::diff::Leaf>, v: f64| {
+            leaves.push(crate::diff::Leaf {
+                path: format!("threads[name=<svg onload=Z>{}].wait_ns", "x".repeat(80)),
+                key: "wait_ns".into(),
+                value: Some(v),
+            });
+            leaves
+        };
         let d = Diff::new(vec![
-            ("a".into(), leaves(0.10, 0.05, 0.15, 100.0)),
-            ("b".into(), leaves(0.12, 0.08, 0.20, 50.0)),
+            ("a".into(), hostile(leaves(0.10, 0.05, 0.15, 100.0), 1.0)),
+            ("b".into(), hostile(leaves(0.12, 0.08, 0.20, 50.0), 2.0)),
         ]);
         let rows = classify(&d);
         // The low and high rows are shown as the estimate's interval, not as metrics.
-        assert_eq!(rows.len(), 2);
+        assert_eq!(rows.len(), 3);
         assert_eq!(rows[0].row.metric, "v.omega.estimate");
         assert_eq!(rows[0].verdict, Verdict::WithinIntervals);
         assert_eq!(rows[0].intervals[1], Some((0.08, 0.20)));
@@ -472,7 +471,7 @@ mod tests {
             "{page}"
         );
         assert!(page.contains(
-            "<span class=\"worse\">0 worse</span>, <span class=\"better\">1 better</span>"
+            "<span class=\"worse\">1 worse</span>, <span class=\"better\">1 better</span>"
         ));
     }
 }
