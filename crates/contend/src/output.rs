@@ -188,3 +188,41 @@ pub fn write_strips(
     ));
     Ok(())
 }
+
+/// A page's file (`--html`), made before anything is printed so that a path that cannot be a
+/// new file is one line and exit 2, not a report followed by an error.
+pub struct Page {
+    path: std::path::PathBuf,
+    file: std::fs::File,
+}
+
+impl Page {
+    /// A new file (mode 0600 less the umask; `O_EXCL|O_NOFOLLOW`: never an existing file, nor
+    /// through a symlink someone planted).
+    pub fn create(path: &std::path::Path) -> anyhow::Result<Page> {
+        let file = observe::private::create_new(path, 0o600).map_err(|e| match e.kind() {
+            io::ErrorKind::AlreadyExists => bad_input(format!(
+                "cannot write {}: it exists (give a new file name; an existing file is never overwritten)",
+                path.display()
+            )),
+            _ => bad_input(format!("cannot write {e}")),
+        })?;
+        let path = path.to_path_buf();
+        Ok(Page { path, file })
+    }
+
+    /// Writes the page and says where; a write that fails is the machine's (exit 1), and the
+    /// half-written file (ours, made a moment ago) is removed rather than left to be opened.
+    pub fn write(mut self, page: &str) -> anyhow::Result<()> {
+        let written = self.file.write_all(page.as_bytes());
+        written.and_then(|()| self.file.sync_all()).map_err(|e| {
+            let _ = std::fs::remove_file(&self.path);
+            anyhow::anyhow!("writing {}: {e}", self.path.display())
+        })?;
+        let (path, kib) = (self.path.display(), page.len().div_ceil(1024));
+        crate::ui::status(format_args!(
+            "wrote the report page {path} ({kib} KiB; open it in a browser)"
+        ));
+        Ok(())
+    }
+}

@@ -32,13 +32,21 @@ impl Run {
                 run: &m.run,
                 site_names: &m.site_names,
             }),
-            sharing: self.sharing.as_ref().map(|s| report::html::SharingPage {
-                report: &s.report,
-                processes: &s.processes,
-                naming: &s.naming,
-            }),
+            sharing: self.sharing.as_ref().map(crate::sharing::Sharing::page),
             notices: self.notices.iter().map(|n| n.0.clone()).collect(),
             options,
+        }
+    }
+}
+
+impl crate::sharing::Sharing {
+    /// The sharing section as `report::html` renders it (in the run's page, and alone for
+    /// `contend c2c report --html`).
+    pub fn page(&self) -> report::html::SharingPage<'_> {
+        report::html::SharingPage {
+            report: &self.report,
+            processes: &self.processes,
+            naming: &self.naming,
         }
     }
 }

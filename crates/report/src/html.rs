@@ -23,6 +23,11 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use trace::sched::{State, StateChange};
 
+mod diff;
+mod scale;
+pub use diff::render_diff;
+pub use scale::render_scale;
+
 /// What the page shows of one run, borrowed from the explained run.
 pub struct Page<'a> {
     pub summary: &'a RunSummary,
@@ -120,29 +125,75 @@ pub fn render(p: &Page<'_>) -> String {
         .command
         .first()
         .map_or("the program", String::as_str);
-    let _ = write!(
-        out,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<meta name=\"generator\" content=\"contend\">\n<title>contend report: {} ({})</title>\n<script>{CATCH}</script>\n<style>{CSS}</style>\n</head>\n<body>\n",
-        escape(program),
-        escape(&p.summary.run)
-    );
-    let _ = write!(
-        out,
-        "<header><h1>contend report: <code>{}</code></h1><nav><a href=\"#overview\">Overview</a> <a href=\"#timeline\">Timeline</a> <a href=\"#locks\">Locks</a> <a href=\"#activity\">Activity</a> <a href=\"#mpi\">MPI</a> <a href=\"#sharing\">Sharing</a> <a href=\"#streams\">Streams</a> <button type=\"button\" class=\"js-only\" data-details=\"open\">open all</button> <button type=\"button\" class=\"js-only\" data-details=\"close\">close all</button></nav></header>\n<main>\n",
-        escape(&p.summary.run)
+    page_start(
+        &mut out,
+        &format!("contend report: {program} ({})", p.summary.run),
+        "contend report",
+        &p.summary.run,
+        &[
+            ("overview", "Overview"),
+            ("timeline", "Timeline"),
+            ("locks", "Locks"),
+            ("activity", "Activity"),
+            ("mpi", "MPI"),
+            ("sharing", "Sharing"),
+            ("streams", "Streams"),
+        ],
     );
     overview(&mut out, p);
     timeline(&mut out, p);
     locks(&mut out, p);
     activity(&mut out, p);
     mpi(&mut out, p);
-    sharing(&mut out, p);
+    sharing(&mut out, p.sharing.as_ref(), &p.options);
     streams(&mut out, p);
+    page_end(
+        &mut out,
+        &format!("run <code>{}</code>", escape(&p.summary.run)),
+    );
+    out
+}
+
+/// Every page's head (the error catcher first, then the stylesheet) and header: `heading`
+/// and the `subject` (a run, a directory, two runs) in code, and the section links.
+fn page_start(out: &mut String, title: &str, heading: &str, subject: &str, nav: &[(&str, &str)]) {
     let _ = write!(
         out,
-        "</main>\n<footer>Written by contend from run <code>{}</code>. Everything is in this file: no network is used.</footer>\n<script>{JS}</script>\n</body>\n</html>\n",
-        escape(&p.summary.run)
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<meta name=\"generator\" content=\"contend\">\n<title>{}</title>\n<script>{CATCH}</script>\n<style>{CSS}</style>\n</head>\n<body>\n",
+        escape(title)
     );
+    let _ = write!(
+        out,
+        "<header><h1>{}: <code>{}</code></h1><nav>",
+        escape(heading),
+        escape(subject)
+    );
+    for (id, name) in nav {
+        let _ = write!(out, "<a href=\"#{}\">{}</a> ", escape(id), escape(name));
+    }
+    out.push_str("<button type=\"button\" class=\"js-only\" data-details=\"open\">open all</button> <button type=\"button\" class=\"js-only\" data-details=\"close\">close all</button></nav></header>\n<main>\n");
+}
+
+/// The footer and the page's script; `from` is HTML (escaped by the caller).
+fn page_end(out: &mut String, from: &str) {
+    let _ = write!(
+        out,
+        "</main>\n<footer>Written by contend from {from}. Everything is in this file: no network is used.</footer>\n<script>{JS}</script>\n</body>\n</html>\n"
+    );
+}
+
+/// `contend c2c report RUN --html FILE`: the sharing section alone.
+pub fn render_sharing(run: &str, s: &SharingPage<'_>, options: &Options) -> String {
+    let mut out = String::with_capacity(32 * 1024);
+    page_start(
+        &mut out,
+        &format!("contend c2c report: {run}"),
+        "contend c2c report",
+        run,
+        &[("sharing", "Sharing")],
+    );
+    sharing(&mut out, Some(s), options);
+    page_end(&mut out, &format!("run <code>{}</code>", escape(run)));
     out
 }
 
@@ -172,12 +223,18 @@ table.sortable th{cursor:pointer}
 th[aria-sort=ascending]::after{content:" \25B2";font-size:.7em}
 th[aria-sort=descending]::after{content:" \25BC";font-size:.7em}
 td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
+.worse{color:#c62828;font-weight:600}
+.better{color:#2e7d32;font-weight:600}
+#worse tbody td{background:#fdecea}
+#better tbody td{background:#e8f5e9}
 tr:hover td{background:#fafbfc}
 details{margin:.4em 0}
 summary{cursor:pointer;font-weight:600}
 .chart{overflow-x:auto;max-width:100%}
 .chart svg{max-width:none}
 .legend span{display:inline-block;margin-right:1em}
+.zoom button{font:inherit;min-width:2em}
+.zoom .hint{color:var(--muted);font-size:.85em}
 .legend i{display:inline-block;width:.9em;height:.9em;vertical-align:-.1em;margin-right:.3em}
 .js-only{display:none}
 html[data-js=ok] .js-only{display:inline-block}
@@ -243,6 +300,62 @@ Array.prototype.forEach.call(document.querySelectorAll("button[data-details]"),f
  b.addEventListener("click",function(){all(b.getAttribute("data-details")==="open");});
 });
 window.addEventListener("beforeprint",function(){all(true);});
+// Zoom and pan: the chart's viewBox, kept inside the whole drawing and its aspect, at most
+// 64 times magnified; drawn whole again when printed.
+var zooms={};
+Array.prototype.forEach.call(document.querySelectorAll("svg.zoomable"),function(svg){
+ var full=svg.getAttribute("viewBox").split(/[\s,]+/).map(Number);
+ if(full.length!==4||!full.every(isFinite)||full[2]<=0||full[3]<=0){return;}
+ var cur=full.slice();
+ function show(){svg.setAttribute("viewBox",cur.join(" "));}
+ function clamp(){
+  if(cur[2]>=full[2]){cur=full.slice();return;}
+  var least=full[2]/64;
+  if(cur[2]<least){cur[3]*=least/cur[2];cur[2]=least;}
+  cur[0]=Math.max(full[0],Math.min(cur[0],full[0]+full[2]-cur[2]));
+  cur[1]=Math.max(full[1],Math.min(cur[1],full[1]+full[3]-cur[3]));
+ }
+ function zoom(f,fx,fy){
+  var w=cur[2]/f,h=cur[3]/f;
+  cur=[cur[0]+(cur[2]-w)*fx,cur[1]+(cur[3]-h)*fy,w,h];
+  clamp();show();
+ }
+ function reset(){cur=full.slice();show();}
+ zooms[svg.id]={zoom:zoom,reset:reset};
+ svg.addEventListener("wheel",function(e){
+  if(e.deltaY>0&&cur[2]>=full[2]){return;}
+  e.preventDefault();
+  var r=svg.getBoundingClientRect();
+  zoom(e.deltaY<0?1.25:0.8,(e.clientX-r.left)/r.width,(e.clientY-r.top)/r.height);
+ },{passive:false});
+ var drag=null;
+ svg.style.cursor="grab";
+ svg.addEventListener("pointerdown",function(e){
+  if(e.button!==0){return;}
+  drag={x:e.clientX,y:e.clientY,from:cur.slice()};
+  if(svg.setPointerCapture){try{svg.setPointerCapture(e.pointerId);}catch(err){}}
+ });
+ svg.addEventListener("pointermove",function(e){
+  if(!drag){return;}
+  var r=svg.getBoundingClientRect();
+  cur=[drag.from[0]-(e.clientX-drag.x)*drag.from[2]/r.width,drag.from[1]-(e.clientY-drag.y)*drag.from[3]/r.height,drag.from[2],drag.from[3]];
+  clamp();show();
+ });
+ function end(){drag=null;}
+ svg.addEventListener("pointerup",end);
+ svg.addEventListener("pointercancel",end);
+ window.addEventListener("beforeprint",reset);
+});
+Array.prototype.forEach.call(document.querySelectorAll("[data-zoom]"),function(box){
+ var z=zooms[box.getAttribute("data-zoom")];
+ if(!z){box.style.display="none";return;}
+ Array.prototype.forEach.call(box.querySelectorAll("button[data-z]"),function(b){
+  b.addEventListener("click",function(){
+   var what=b.getAttribute("data-z");
+   if(what==="reset"){z.reset();}else{z.zoom(what==="in"?2:0.5,0.5,0.5);}
+  });
+ });
+});
 window.addEventListener("load",function(){root.setAttribute("data-load-ms",String(Math.round(performance.now())));});
 root.setAttribute("data-js","ok");
 })();
@@ -360,6 +473,18 @@ fn section_start(out: &mut String, id: &str, title: &str) {
 /// An SVG made by `report::svg` (or this module), inline; its text is escaped by its maker.
 fn chart(out: &mut String, svg: &str) {
     let _ = writeln!(out, "<div class=\"chart\">{svg}</div>");
+}
+
+/// A chart whose SVG (`class="zoomable"`, with a viewBox) the page's script lets the reader
+/// zoom and pan, with its buttons; with scripts off the buttons are hidden and the whole
+/// chart is drawn as it is.
+fn zoomable_chart(out: &mut String, id: &str, svg: &str) {
+    let _ = writeln!(
+        out,
+        "<div class=\"zoom js-only\" data-zoom=\"{}\"><button type=\"button\" data-z=\"in\" title=\"zoom in\">+</button> <button type=\"button\" data-z=\"out\" title=\"zoom out\">−</button> <button type=\"button\" data-z=\"reset\">reset</button> <span class=\"hint\">or the wheel over the chart to zoom, drag to pan</span></div>",
+        escape(id)
+    );
+    chart(out, svg);
 }
 
 /// Distinct colours for threads, ranks and patterns (Tableau 10).
@@ -894,7 +1019,7 @@ fn threads_over_time(
     let mut svg = String::new();
     let _ = write!(
         svg,
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"timeline-threads\" width=\"{width:.0}\" height=\"{height:.0}\" font-family=\"sans-serif\" font-size=\"11\"><rect width=\"100%\" height=\"100%\" fill=\"white\"/>"
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"timeline-threads\" class=\"zoomable\" width=\"{width:.0}\" height=\"{height:.0}\" viewBox=\"0 0 {width:.0} {height:.0}\" font-family=\"sans-serif\" font-size=\"11\"><rect width=\"100%\" height=\"100%\" fill=\"white\"/>"
     );
     time_ticks(&mut svg, axis, bottom, top);
     if let Some(a) = activity {
@@ -995,7 +1120,7 @@ fn threads_over_time(
         }
     }
     svg.push_str("</svg>");
-    chart(out, &svg);
+    zoomable_chart(out, "timeline-threads", &svg);
     let mut legend = String::from("<p class=\"legend\">");
     if activity.is_some() {
         legend.push_str("<span><i style=\"background:#1f77b4\"></i>running</span><span><i style=\"background:#ff7f0e\"></i>runnable (waiting for a CPU)</span><span><i style=\"background:#c7c7c7\"></i>blocked or sleeping</span>");
@@ -1191,8 +1316,8 @@ fn mpi_over_time(out: &mut String, m: &MpiPage<'_>) {
     let mut svg = String::new();
     let _ = write!(
         svg,
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"timeline-ranks\" width=\"{width:.0}\" height=\"{:.0}\" font-family=\"sans-serif\" font-size=\"11\"><rect width=\"100%\" height=\"100%\" fill=\"white\"/>",
-        bottom + 40.0
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"timeline-ranks\" class=\"zoomable\" width=\"{width:.0}\" height=\"{height:.0}\" viewBox=\"0 0 {width:.0} {height:.0}\" font-family=\"sans-serif\" font-size=\"11\"><rect width=\"100%\" height=\"100%\" fill=\"white\"/>",
+        height = bottom + 40.0
     );
     time_ticks(&mut svg, &axis, bottom, top);
     let mut labels: Vec<String> = Vec::new();
@@ -1262,7 +1387,7 @@ fn mpi_over_time(out: &mut String, m: &MpiPage<'_>) {
         );
     }
     svg.push_str("</svg>");
-    chart(out, &svg);
+    zoomable_chart(out, "timeline-ranks", &svg);
     let mut legend = String::from("<p class=\"legend\">");
     for t in &w.patterns {
         let _ = write!(
@@ -1863,9 +1988,9 @@ fn rank_bars(out: &mut String, m: &MpiPage<'_>) {
 
 // ---- sharing ----
 
-fn sharing(out: &mut String, p: &Page<'_>) {
+fn sharing(out: &mut String, s: Option<&SharingPage<'_>>, options: &Options) {
     section_start(out, "sharing", "Sharing");
-    let Some(s) = &p.sharing else {
+    let Some(s) = s else {
         missing(
             out,
             "Cache-line sharing was not recorded (build the program with contend cc, or record perf c2c with contend c2c record).",
@@ -1896,7 +2021,7 @@ fn sharing(out: &mut String, p: &Page<'_>) {
         out.push_str("</section>\n");
         return;
     }
-    let transfer_ns = p.options.transfer_ns;
+    let transfer_ns = options.transfer_ns;
     let rows = r
         .lines
         .iter()
@@ -1945,9 +2070,9 @@ fn sharing(out: &mut String, p: &Page<'_>) {
         ],
         &[0, 3, 4, 5, 6, 7, 8, 10],
         rows,
-        p.options.max_rows,
+        options.max_rows,
     );
-    for (i, l) in r.lines.iter().take(p.options.sharing_top).enumerate() {
+    for (i, l) in r.lines.iter().take(options.sharing_top).enumerate() {
         let _ = writeln!(
             out,
             "<details open class=\"line\" id=\"line-{}\"><summary>Line #{} <code>{:#x}</code> ({}), pid {}: {} transfers, {}</summary>",
@@ -2012,7 +2137,7 @@ fn sharing(out: &mut String, p: &Page<'_>) {
             ],
             &[1, 4, 5],
             rows,
-            p.options.max_rows,
+            options.max_rows,
         );
         out.push_str("</details>\n");
     }

@@ -37,6 +37,10 @@ pub struct Args {
     /// Also fail when a `--fail-if` metric has no value on one side (else that is a note).
     #[arg(long)]
     fail_if_missing: bool,
+    /// Also write the comparison as one self-contained HTML page (what got worse and what
+    /// got better, coloured, with the figures): a new file, never one that exists.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -173,6 +177,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     for g in &unmatched {
         crate::ui::note(format_args!("--metric {g} matches no metric"));
     }
+    let html_file = args
+        .html
+        .as_deref()
+        .map(crate::output::Page::create)
+        .transpose()?;
 
     let format = if args.json {
         Format::Json
@@ -192,6 +201,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 &shown
             )))?
         ),
+    }
+
+    if let Some(page) = html_file {
+        page.write(&report::html::render_diff(&shown))?;
     }
 
     // Bounds apply to every metric, whatever --metric shows.

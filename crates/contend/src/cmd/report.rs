@@ -145,15 +145,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         explain::open_any(&args.run, &args.options()).map_err(|e| bad_input(e.to_string()))?;
     // The page's file is made before anything is printed: a path that cannot be a new file
     // is one line and exit 2, not a report followed by an error.
-    let html_file = match (&args.html, &explained) {
-        (Some(_), Explained::Scale(_)) => {
-            return Err(bad_input(
-                "--html: a page for a `contend scale` directory is not made yet; give a run directory (one of its runs)",
-            ))
-        }
-        (Some(path), Explained::Run(_)) => Some((path, create_new(path)?)),
-        (None, _) => None,
-    };
+    let html_file = args
+        .html
+        .as_deref()
+        .map(crate::output::Page::create)
+        .transpose()?;
     for notice in explained.notices() {
         crate::ui::note(notice);
     }
@@ -163,8 +159,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let loaded = match explained {
         // A `contend scale` directory: its runs are run directories; itself, the model.
         Explained::Scale(model) => {
+            let view = model.view();
             if !args.json {
-                crate::output::out!("{}", report::scale::render(&model.view()));
+                crate::output::out!("{}", report::scale::render(&view));
+            }
+            if let Some(page) = html_file {
+                page.write(&report::html::render_scale(
+                    &args.run.display().to_string(),
+                    &view,
+                ))?;
             }
             return Ok(());
         }
@@ -245,18 +248,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         crate::output::outln!();
         crate::output::out!("{}", report::run_summary::render_streams(&loaded.summary));
     }
-    if let Some((path, file)) = html_file {
-        let page = report::html::render(&loaded.page(report::html::Options {
+    if let Some(page) = html_file {
+        page.write(&report::html::render(&loaded.page(report::html::Options {
             sharing_top: args.sharing.sharing_top,
             transfer_ns: args.sharing.transfer_ns,
             ..Default::default()
-        }));
-        write_page(path, file, page.as_bytes())?;
-        crate::ui::status(format_args!(
-            "wrote the report page {} ({} KiB; open it in a browser)",
-            path.display(),
-            page.len().div_ceil(1024)
-        ));
+        })))?;
     }
     if let Some(dir) = &args.sharing.sharing_svg {
         match &loaded.sharing {
@@ -318,35 +315,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         )?;
     }
     Ok(())
-}
-
-/// A new file `path` for the page (mode 0600 less the umask; `O_EXCL|O_NOFOLLOW`: never an
-/// existing file, nor through a symlink someone planted): a path that cannot be one is bad
-/// input (exit 2).
-fn create_new(path: &std::path::Path) -> anyhow::Result<std::fs::File> {
-    observe::private::create_new(path, 0o600).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::AlreadyExists {
-            bad_input(format!(
-                "cannot write {}: it exists (give a new file name; an existing file is never overwritten)",
-                path.display()
-            ))
-        } else {
-            bad_input(format!("cannot write {e}"))
-        }
-    })
-}
-
-/// Writes the page into the file [`create_new`] made; a write that fails is the machine's
-/// (exit 1), and the half-written file is removed.
-fn write_page(path: &std::path::Path, mut file: std::fs::File, bytes: &[u8]) -> anyhow::Result<()> {
-    use std::io::Write;
-    file.write_all(bytes)
-        .and_then(|()| file.sync_all())
-        .map_err(|e| {
-            // Ours, made a moment ago: a half-written page is not left to be opened.
-            let _ = std::fs::remove_file(path);
-            anyhow::anyhow!("writing {}: {e}", path.display())
-        })
 }
 
 /// Creates an export file (or stdout for `-`), with the error naming the file.

@@ -164,11 +164,151 @@ fn a_page_is_only_written_as_a_new_file() {
         std::fs::read_to_string(dir.join("target")).unwrap(),
         "theirs"
     );
-    // A scale directory has no page yet: said, not an empty page.
-    let scale = staged("scale");
-    let out = contend_in(scale.path(), &["report", "scale", "--html", "s.html"]);
-    assert_one_line_error(&out, 2, &["--html", "scale"]);
-    assert!(!scale.path().join("s.html").exists());
+    // Nor for the other page kinds, which make their file the same way.
+    let out = contend_in(dir, &["diff", "locks", "locks", "--html", "kept.html"]);
+    assert_one_line_error(&out, 2, &["kept.html", "exists"]);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("kept.html")).unwrap(),
+        "mine"
+    );
+}
+
+/// `args` in `dir`, which must succeed and write `page.html`: the page, private, and one
+/// HTML5 document with its two inline scripts and nothing fetched, with these sections.
+fn other_page(dir: &Path, args: &[&str], sections: &[&str]) -> String {
+    let out = contend_in(dir, args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("wrote the report page page.html"),
+        "{}",
+        stderr(&out)
+    );
+    let path = dir.join("page.html");
+    let page = std::fs::read_to_string(&path).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode & 0o077, 0, "the page is private, mode {mode:o}");
+    assert!(page.starts_with("<!DOCTYPE html>"), "{}", &page[..100]);
+    assert!(page.trim_end().ends_with("</html>"));
+    assert_eq!(page.matches("<script>").count(), 2, "two inline scripts");
+    assert_eq!(page.matches("<script").count(), 2, "two scripts");
+    for fetch in ["src=\"http", "href=\"http", "url(http", "@import", "<link"] {
+        assert!(!page.contains(fetch), "the page fetches something: {fetch}");
+    }
+    for id in sections {
+        assert!(
+            page.contains(&format!("<section id=\"{id}\">")),
+            "no {id} section"
+        );
+    }
+    page
+}
+
+const SCALE_SECTIONS: &[&str] = &["overview", "speedup", "loss", "configurations"];
+const DIFF_SECTIONS: &[&str] = &["overview", "worse", "better", "changed", "same"];
+
+#[test]
+fn the_scale_fixture_page_plots_the_speed_up_and_splits_the_loss() {
+    let tmp = staged("scale");
+    let page = other_page(
+        tmp.path(),
+        &["report", "scale", "--html", "page.html"],
+        SCALE_SECTIONS,
+    );
+    assert!(page.contains("<code id=\"command\">./independent -t {threads} -w 100</code>"));
+    // The verdict in words, as the text report says it.
+    assert!(page.contains(
+        "<li>2 threads on 2 cores: speed-up 1.00 measured, 1.64 predicted (A/(1+ω)), 2 ideal. Of the 0.36 threads&#39; worth of speed-up lost: 0.00 (0 %) to memory/hardware contention"
+    ));
+    assert!(page.contains("0.88 threads still waited for a CPU on average"));
+    // The speed-up curve measured against modelled, and its figures.
+    assert!(page.contains("<title>measured</title>"));
+    assert!(page.contains("<title>predicted A/(1+ω) (loss between: memory/hardware)</title>"));
+    assert!(page.contains("<td class=\"num\" data-v=\"1.00455037"));
+    // The loss split: blocked (D) 0.36 threads' worth, drawn and in the table; this file
+    // predates the intervals and the page says so.
+    assert!(page.contains("id=\"loss-bars\""));
+    assert!(page.contains(
+        "<title>m=2 n=2: blocked: locks, sleeps, I/O, joins (D): 0.36 threads' worth</title>"
+    ));
+    assert!(page.contains(
+        "<td>blocked: locks, sleeps, I/O, joins (D)</td><td class=\"num\" data-v=\"0.355271"
+    ));
+    assert!(page.contains("this file has no intervals"));
+    // Both configurations measured.
+    assert!(page.contains("<td>0,1</td><td class=\"num\" data-v=\"265261114\">0.265</td>"));
+    assert!(page.contains("<td>0</td><td class=\"num\" data-v=\"266468151\">0.266</td>"));
+}
+
+#[test]
+fn the_diff_page_says_what_got_worse_and_what_got_better() {
+    // The scale fixture's two runs of the same program: 2 threads on 1 core, then on 2.
+    let tmp = staged("scale");
+    let page = other_page(
+        tmp.path(),
+        &[
+            "diff",
+            "scale/m2-n1-r1",
+            "scale/m2-n2-r1",
+            "--html",
+            "page.html",
+        ],
+        DIFF_SECTIONS,
+    );
+    assert!(page.contains("<code class=\"input\">scale/m2-n1-r1</code>"));
+    assert!(page.contains(
+        "<code>scale/m2-n2-r1</code> against <code>scale/m2-n1-r1</code>: <span class=\"worse\">5 worse</span>, <span class=\"better\">7 better</span>, 16 changed without a direction"
+    ));
+    let section = |id: &str| {
+        let start = page.find(&format!("<section id=\"{id}\">")).unwrap();
+        let end = start + page[start..].find("</section>").unwrap();
+        page[start..end].to_string()
+    };
+    // worker-1 waited longer on two cores, worker-0 shorter; waits are worse higher.
+    let worse = section("worse");
+    assert!(worse.contains("<td>activity.threads[name=worker-1].runq_wait_ns</td>"));
+    assert!(!worse.contains("worker-0].runq_wait_ns"));
+    let better = section("better");
+    assert!(better.contains("<td>activity.threads[name=worker-0].runq_wait_ns</td>"));
+    assert!(better.contains("<td>activity.runq_wait_ns</td>"));
+    assert!(
+        !better.contains("coverage_pct"),
+        "coverage has no direction"
+    );
+    // Counts have no direction; each row has both figures and the change.
+    assert!(section("changed").contains("voluntary_switches</td>"));
+    assert!(page.contains("id=\"change-bars\""));
+    assert!(
+        worse.matches("<tr><td>").count() == 5,
+        "five rows worse: {worse}"
+    );
+}
+
+#[test]
+fn the_c2c_page_is_the_sharing_section_alone() {
+    let tmp = staged("sharing");
+    let page = other_page(
+        tmp.path(),
+        &["c2c", "report", "sharing", "--html", "page.html"],
+        &["sharing"],
+    );
+    assert!(page.contains("<td>0x55f0258ae1c0</td>"));
+    assert!(page.contains("<td>rw (global)</td>"));
+    assert!(page.contains("false sharing"));
+    assert!(page.contains("Fix: put ["));
+    assert!(page.contains("Bytes of 0x55f0258ae1c0 by the thread that touched them"));
+    assert!(
+        !page.contains("<section id=\"locks\">"),
+        "the sharing page alone"
+    );
+    // A run without sharing results makes no page.
+    let locks = staged("locks");
+    let out = contend_in(
+        locks.path(),
+        &["c2c", "report", "locks", "--html", "c.html"],
+    );
+    assert_one_line_error(&out, 2, &["no sharing results"]);
+    assert!(!locks.path().join("c.html").exists());
 }
 
 /// A thread named as markup that would run if the page did not escape it (`onload` runs as
@@ -357,4 +497,148 @@ fn chromium_shows_a_hostile_thread_name_as_text() {
     );
     assert!(dom.contains("&lt;svg onload=Z&gt;"));
     assert!(!dom.contains("<script>alert(1)</script>"));
+}
+
+#[test]
+fn chromium_shows_the_scale_diff_and_c2c_pages_with_no_script_error() {
+    if !chromium() {
+        return;
+    }
+    for (fixture, args, expected) in [
+        (
+            "scale",
+            &["report", "scale", "--html", "page.html"][..],
+            &[
+                "id=\"loss-bars\"",
+                "2 threads on 2 cores: speed-up 1.00 measured",
+            ][..],
+        ),
+        (
+            "scale",
+            &[
+                "diff",
+                "scale/m2-n1-r1",
+                "scale/m2-n2-r1",
+                "--html",
+                "page.html",
+            ][..],
+            &["activity.threads[name=worker-1].runq_wait_ns", "5 worse"][..],
+        ),
+        (
+            "sharing",
+            &["c2c", "report", "sharing", "--html", "page.html"][..],
+            &["0x55f0258ae1c0", "false sharing"][..],
+        ),
+    ] {
+        let tmp = staged(fixture);
+        let out = contend_in(tmp.path(), args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let (dom, log) = dump_dom(&tmp.path().join("page.html"));
+        assert_ran_cleanly(&dom, &log);
+        for e in expected {
+            assert!(dom.contains(e), "{args:?}: {e:?} not in the DOM");
+        }
+        assert!(dom.contains("<svg"), "{args:?}: no chart");
+    }
+}
+
+/// Presses the timeline's zoom buttons, turns the wheel and drags over it, as a reader would,
+/// writing the SVG's viewBox after each step into `data-steps` on `<html>` (run after the
+/// page's own script, at the end of a copy of the page).
+const ZOOM_PROBE: &str = r#"<script>
+(function(){
+var svg=document.getElementById("timeline-threads");
+var box=document.querySelector('[data-zoom="timeline-threads"]');
+var steps=[svg.getAttribute("viewBox")];
+function press(z){box.querySelector('button[data-z="'+z+'"]').click();steps.push(svg.getAttribute("viewBox"));}
+press("in");
+var r=svg.getBoundingClientRect();
+var at={clientX:r.left+r.width/2,clientY:r.top+r.height/2,bubbles:true,cancelable:true};
+svg.dispatchEvent(new WheelEvent("wheel",Object.assign({deltaY:-100},at)));
+steps.push(svg.getAttribute("viewBox"));
+svg.dispatchEvent(new PointerEvent("pointerdown",Object.assign({button:0,pointerId:1},at)));
+svg.dispatchEvent(new PointerEvent("pointermove",Object.assign({},at,{clientX:at.clientX-100,pointerId:1})));
+svg.dispatchEvent(new PointerEvent("pointerup",Object.assign({pointerId:1},at)));
+steps.push(svg.getAttribute("viewBox"));
+press("reset");
+press("out");
+document.documentElement.setAttribute("data-steps",steps.join("|"));
+})();
+</script>"#;
+
+#[test]
+fn chromium_zooms_and_pans_the_timeline_and_draws_it_whole_without_scripts() {
+    if !chromium() {
+        return;
+    }
+    let tmp = staged("locks");
+    let page = page_of(tmp.path(), "locks");
+    // Drawn whole as written: the viewBox is the SVG's own size, the buttons hidden unless
+    // the script ran.
+    let svg_start = page.find("id=\"timeline-threads\"").unwrap();
+    let svg_tag = &page[svg_start..svg_start + page[svg_start..].find('>').unwrap()];
+    let attr = |name: &str| -> f64 {
+        let at = svg_tag.find(&format!(" {name}=\"")).unwrap() + name.len() + 3;
+        svg_tag[at..at + svg_tag[at..].find('"').unwrap()]
+            .parse()
+            .unwrap()
+    };
+    let (w, h) = (attr("width"), attr("height"));
+    assert!(
+        svg_tag.contains(&format!("viewBox=\"0 0 {w} {h}\"")),
+        "{svg_tag}"
+    );
+    assert!(page.contains("<div class=\"zoom js-only\" data-zoom=\"timeline-threads\">"));
+
+    let probed = tmp.path().join("probed.html");
+    std::fs::write(
+        &probed,
+        page.replace("</body>", &format!("{ZOOM_PROBE}</body>")),
+    )
+    .unwrap();
+    let (dom, log) = dump_dom(&probed);
+    assert_ran_cleanly(&dom, &log);
+    let at = dom.find("data-steps=\"").expect("the probe did not run") + 12;
+    let steps: Vec<Vec<f64>> = dom[at..at + dom[at..].find('"').unwrap()]
+        .split('|')
+        .map(|s| s.split(' ').map(|x| x.parse().unwrap()).collect())
+        .collect();
+    let close = |a: &[f64], b: &[f64]| a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-6);
+    assert_eq!(steps.len(), 6, "{steps:?}");
+    assert!(close(&steps[0], &[0.0, 0.0, w, h]), "{steps:?}");
+    // "+" halves the view about its middle.
+    assert!(
+        close(&steps[1], &[w / 4.0, h / 4.0, w / 2.0, h / 2.0]),
+        "{steps:?}"
+    );
+    // The wheel up zooms 1.25 times more about the pointer (the middle here).
+    assert!(
+        (steps[2][2] - w / 2.0 / 1.25).abs() < 1e-6 && steps[2][0] > steps[1][0],
+        "{steps:?}"
+    );
+    // Dragging left by 100 px moves the view right, same zoom, same height.
+    assert!(
+        steps[3][0] > steps[2][0] && close(&steps[3][1..], &steps[2][1..]),
+        "{steps:?}"
+    );
+    // Reset draws it whole; "−" cannot zoom out past the whole.
+    assert!(close(&steps[4], &[0.0, 0.0, w, h]), "{steps:?}");
+    assert!(close(&steps[5], &[0.0, 0.0, w, h]), "{steps:?}");
+
+    // With scripts off (a copy whose policy forbids them: --dump-dom itself needs script)
+    // the chart is there whole and the page's script did not run.
+    let off = tmp.path().join("off.html");
+    std::fs::write(
+        &off,
+        page.replacen(
+            "<head>",
+            "<head><meta http-equiv=\"Content-Security-Policy\" content=\"script-src 'none'\">",
+            1,
+        ),
+    )
+    .unwrap();
+    let (dom, _) = dump_dom(&off);
+    assert!(!dom.contains("data-js=\"ok\""), "scripts ran");
+    assert!(dom.contains(&format!("viewBox=\"0 0 {w} {h}\"")));
+    assert!(dom.contains("update_shared_counter (planted_hold.c:147)"));
 }

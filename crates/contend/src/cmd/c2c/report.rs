@@ -25,6 +25,10 @@ pub struct ReportArgs {
     /// this directory, as `line-N.svg`.
     #[arg(long, value_name = "DIR")]
     pub svg: Option<PathBuf>,
+    /// Write the sharing results as one self-contained HTML page (inline charts, no network):
+    /// a new file, never one that exists.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 }
 
 /// `contend c2c report`.
@@ -41,6 +45,11 @@ pub fn report(args: ReportArgs) -> anyhow::Result<()> {
             args.run.display()
         )));
     };
+    let html_file = args
+        .html
+        .as_deref()
+        .map(crate::output::Page::create)
+        .transpose()?;
     if args.json {
         crate::output::outln!(
             "{}",
@@ -59,6 +68,15 @@ pub fn report(args: ReportArgs) -> anyhow::Result<()> {
                 args.transfer_ns
             )
         );
+    }
+    if let Some(page) = html_file {
+        let (run, sharing) = (args.run.display().to_string(), loaded.page());
+        let o = report::html::Options {
+            sharing_top: args.top,
+            transfer_ns: args.transfer_ns,
+            ..Default::default()
+        };
+        page.write(&report::html::render_sharing(&run, &sharing, &o))?;
     }
     if let Some(dir) = &args.svg {
         crate::output::write_strips(&loaded, dir, args.top)?;
