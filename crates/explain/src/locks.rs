@@ -95,22 +95,7 @@ fn name_addresses(
 ) -> Result<(report::locks::Naming, HashMap<u64, CallSite>), crate::Error> {
     let mut naming = report::locks::Naming::default();
     let mut sites: HashMap<u64, CallSite> = HashMap::new();
-    let mut snapshots: BTreeMap<u32, Vec<String>> = BTreeMap::new();
-    if let Ok(entries) = std::fs::read_dir(run_dir.join(trace::layout::MAPS_DIR)) {
-        for e in entries.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if let Some(pid) = name
-                .strip_suffix(".maps")
-                .and_then(|stem| stem.split('-').next())
-                .and_then(|p| p.parse::<u32>().ok())
-            {
-                snapshots
-                    .entry(pid)
-                    .or_default()
-                    .push(format!("{}/{name}", trace::layout::MAPS_DIR));
-            }
-        }
-    }
+    let snapshots = maps_snapshots(run_dir);
     let recorded_at = std::fs::metadata(run_dir.join(trace::rundir::META_FILE))
         .and_then(|m| m.modified())
         .ok();
@@ -405,4 +390,26 @@ pub(crate) fn what_if(
         measured_ns: r.duration_ns(),
         locks: out,
     });
+}
+
+/// The run's memory-map snapshots (`maps/PID-*.maps`: the probe's and the off-CPU recorder's),
+/// by process, as paths relative to the run directory.
+pub(crate) fn maps_snapshots(run_dir: &Path) -> BTreeMap<u32, Vec<String>> {
+    let mut snapshots: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+    if let Ok(entries) = std::fs::read_dir(run_dir.join(trace::layout::MAPS_DIR)) {
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if let Some(pid) = name
+                .strip_suffix(".maps")
+                .and_then(|stem| stem.split('-').next())
+                .and_then(|p| p.parse::<u32>().ok())
+            {
+                snapshots
+                    .entry(pid)
+                    .or_default()
+                    .push(format!("{}/{name}", trace::layout::MAPS_DIR));
+            }
+        }
+    }
+    snapshots
 }

@@ -43,22 +43,7 @@ struct Symbolizers {
 
 impl Symbolizers {
     fn new(run_dir: &Path) -> Symbolizers {
-        let mut snapshots: BTreeMap<u32, Vec<String>> = BTreeMap::new();
-        if let Ok(entries) = std::fs::read_dir(run_dir.join(trace::layout::MAPS_DIR)) {
-            for e in entries.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                if let Some(pid) = name
-                    .strip_suffix(".maps")
-                    .and_then(|stem| stem.split('-').next())
-                    .and_then(|p| p.parse::<u32>().ok())
-                {
-                    snapshots
-                        .entry(pid)
-                        .or_default()
-                        .push(format!("{}/{name}", trace::layout::MAPS_DIR));
-                }
-            }
-        }
+        let snapshots = crate::locks::maps_snapshots(run_dir);
         let recorded_at = std::fs::metadata(run_dir.join(trace::rundir::META_FILE))
             .and_then(|m| m.modified())
             .ok();
