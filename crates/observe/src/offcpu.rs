@@ -186,31 +186,23 @@ pub fn parse_sample(body: &[u8], with_stack: bool) -> Result<SwitchSample<'_>, S
         at += 8 * NREGS;
         Some(regs)
     };
-    if !with_stack {
-        return Ok(SwitchSample {
-            pid,
-            tid,
-            time,
-            cpu,
-            chain,
-            raw,
-            regs,
-            stack: &[],
-        });
-    }
     // STACK_USER: size, size bytes, and dyn_size when size is not 0.
-    let size = u64_at(body, at).ok_or_else(|| short("user stack size"))?;
-    at += 8;
-    let size = usize::try_from(size)
-        .ok()
-        .filter(|&n| n <= body.len() - at)
-        .ok_or_else(|| format!("user stack of {size} bytes exceeds the sample"))?;
-    let copy = &body[at..at + size];
-    let stack = if size == 0 {
-        copy
+    let stack: &[u8] = if !with_stack {
+        &[]
     } else {
-        let used = u64_at(body, at + size).ok_or_else(|| short("user stack dyn_size"))?;
-        &copy[..usize::try_from(used).map_or(size, |u| u.min(size))]
+        let size = u64_at(body, at).ok_or_else(|| short("user stack size"))?;
+        at += 8;
+        let size = usize::try_from(size)
+            .ok()
+            .filter(|&n| n <= body.len() - at)
+            .ok_or_else(|| format!("user stack of {size} bytes exceeds the sample"))?;
+        let copy = &body[at..at + size];
+        if size == 0 {
+            copy
+        } else {
+            let used = u64_at(body, at + size).ok_or_else(|| short("user stack dyn_size"))?;
+            &copy[..usize::try_from(used).map_or(size, |u| u.min(size))]
+        }
     };
     Ok(SwitchSample {
         pid,

@@ -95,6 +95,17 @@ pub fn verdict(m: &ScalingModel) -> String {
     text
 }
 
+/// With a core per thread, the threads that still waited for a CPU on average (median over
+/// rounds), when over 0.1: other work took CPU time, which the model counts as activity.
+pub fn waited_with_a_core_each(v: &ScaleView<'_>, m: &ScalingModel) -> Option<f64> {
+    let waiting = v
+        .configurations
+        .iter()
+        .find(|c| c.threads == m.threads && c.cores == m.cores)
+        .map_or(0.0, |c| c.waiting_threads.median);
+    (m.cores >= m.threads && waiting > 0.1).then_some(waiting)
+}
+
 pub fn render(v: &ScaleView<'_>) -> String {
     let mut out = String::new();
     let unit = match v.unit {
@@ -289,12 +300,7 @@ pub fn render(v: &ScaleView<'_>) -> String {
         // Verdicts with intervals replace the point verdicts; files without them keep theirs.
         for m in v.models.iter().filter(|_| v.verdicts.is_empty()) {
             let _ = writeln!(out, "{}", verdict(m));
-            let waiting = v
-                .configurations
-                .iter()
-                .find(|c| c.threads == m.threads && c.cores == m.cores)
-                .map_or(0.0, |c| c.waiting_threads.median);
-            if m.cores >= m.threads && waiting > 0.1 {
+            if let Some(waiting) = waited_with_a_core_each(v, m) {
                 let _ = writeln!(
                     out,
                     "  note: with a core per thread, {waiting:.2} threads still waited for a CPU on average: other work on the machine took CPU time, which the model counts as activity (predicted speed-up above measured)."

@@ -103,12 +103,7 @@ fn verdict_lines(v: &ScaleView<'_>) -> Vec<String> {
             .map(|m| {
                 let mut line = crate::scale::verdict(m);
                 // As the text report notes it: the model counts other work's CPU time as activity.
-                let waiting = v
-                    .configurations
-                    .iter()
-                    .find(|c| c.threads == m.threads && c.cores == m.cores)
-                    .map_or(0.0, |c| c.waiting_threads.median);
-                if m.cores >= m.threads && waiting > 0.1 {
+                if let Some(waiting) = crate::scale::waited_with_a_core_each(v, m) {
                     let _ = write!(
                         line,
                         " With a core per thread, {waiting:.2} threads still waited for a CPU on average: other work on the machine took CPU time, which the model counts as activity (predicted speed-up above measured)."
