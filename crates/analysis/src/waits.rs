@@ -19,8 +19,10 @@
 //!
 //! Pure: plain values in, a [`WaitReport`] out.
 
+mod call_sites;
 mod classify;
-pub use classify::{classify, is_runtime_frame, WaitKind};
+pub use call_sites::{call_sites, CallSiteWaits};
+pub use classify::{classify, is_runtime_frame, keyed_by_call_site, WaitKind};
 
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};

@@ -103,6 +103,8 @@ pub struct WaitsJson<'a> {
     pub with_stack: u64,
     pub without_stack: u64,
     pub unknown_stacks: u64,
+    /// Locks named by their call site (parking_lot parks on each thread's own word).
+    pub call_sites: Vec<analysis::waits::CallSiteWaits>,
 }
 
 /// One futex word's waits and its name.
@@ -145,6 +147,7 @@ impl<'a> WaitsJson<'a> {
             with_stack: r.with_stack,
             without_stack: r.without_stack,
             unknown_stacks: r.unknown_stacks,
+            call_sites: analysis::waits::call_sites(r, &w.stacks),
         }
     }
 }

@@ -264,6 +264,29 @@ pub fn classify<'a>(frames: impl IntoIterator<Item = &'a str>) -> WaitKind {
         .unwrap_or(Unknown)
 }
 
+/// Whether the lock of a wait with these frames (innermost first) is named by its call site
+/// rather than by its futex word (design §3.2): parking_lot parks each waiting thread on a
+/// word of its own thread data, and a bare park waits on the thread's parker, so the word
+/// says which thread waited, not on what. As in [`classify`], the rule that decides the kind
+/// decides this.
+pub fn keyed_by_call_site<'a>(frames: impl IntoIterator<Item = &'a str>) -> bool {
+    let names: Vec<String> = frames.into_iter().map(normalise).collect();
+    let first = |rules: &[(Pat, WaitKind)]| {
+        names
+            .iter()
+            .find_map(|n| rules.iter().find(|(p, _)| matches(*p, n)).map(|&(p, _)| p))
+    };
+    match first(OUTER).or_else(|| first(SPECIFIC)) {
+        Some(p) => by_call_site(p),
+        None => first(PARK).is_some(),
+    }
+}
+
+/// A rule whose futex word is not the lock's own (see [`keyed_by_call_site`]).
+fn by_call_site(p: Pat) -> bool {
+    matches!(p, CrateSuffix("parking_lot", _))
+}
+
 /// Whether a frame is the runtime's rather than the program's: Rust's std, core and alloc,
 /// and the C library (by module: libc, libpthread, the dynamic loader, the vDSO). The
 /// program's frame that waited is the first, from the innermost, that is not.
@@ -299,6 +322,7 @@ pub fn is_runtime_frame(function: Option<&str>, module: Option<&str>) -> bool {
     .any(|p| f.starts_with(p))
         || f.starts_with("parking_lot::")
         || f.starts_with("parking_lot_core::")
+        || f.starts_with("lock_api::")
         || f.contains(" as core::")
         || f.contains(" as std::")
         || f.contains(" as alloc::")
@@ -439,6 +463,36 @@ mod tests {
             "app::worker",
         ];
         assert_eq!(classify(park), Park);
+    }
+
+    #[test]
+    fn parking_lot_and_parks_are_keyed_by_call_site_std_locks_by_word() {
+        // examples/waits/parking_lot_mutex.rs's waits, as named here (rustc -g).
+        let parking_lot = [
+            "syscall",
+            "<parking_lot_core::thread_parker::imp::ThreadParker>::futex_wait",
+            "<parking_lot_core::thread_parker::imp::ThreadParker as parking_lot_core::thread_parker::ThreadParkerT>::park",
+            "parking_lot_core::parking_lot::park::{{closure}}",
+            "parking_lot_core::parking_lot::park",
+            "<parking_lot::raw_mutex::RawMutex>::lock_slow",
+            "<parking_lot::raw_mutex::RawMutex as lock_api::mutex::RawMutex>::lock",
+            "lock_api::mutex::Mutex<R,T>::lock",
+            "parking_lot_mutex::main::{{closure}}::{{closure}}::{{closure}}",
+        ];
+        assert_eq!(classify(parking_lot), Lock);
+        assert!(keyed_by_call_site(parking_lot));
+        assert!(keyed_by_call_site([
+            "<std::sys::pal::unix::thread_parking::Parker>::park",
+            "std::thread::park",
+            "app::worker",
+        ]));
+        assert!(!keyed_by_call_site(STD_MUTEX.iter().copied()));
+        assert!(!keyed_by_call_site(["syscall", "main"]));
+        // lock_api's generic Mutex::lock is the library's, not the program's frame.
+        assert!(is_runtime_frame(
+            Some("lock_api::mutex::Mutex<R,T>::lock"),
+            Some("/tmp/parking_lot_mutex")
+        ));
     }
 
     #[test]
