@@ -21,8 +21,10 @@
 
 mod call_sites;
 mod classify;
+mod runtimes;
 pub use call_sites::{call_sites, CallSiteWaits};
 pub use classify::{classify, is_runtime_frame, keyed_by_call_site, WaitKind};
+pub use runtimes::{is_jit_frame, runtime_of, runtimes, Runtime, RuntimeWaits};
 
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};

@@ -105,6 +105,8 @@ pub struct WaitsJson<'a> {
     pub unknown_stacks: u64,
     /// Locks named by their call site (parking_lot parks on each thread's own word).
     pub call_sites: Vec<analysis::waits::CallSiteWaits>,
+    /// Language runtimes the stacks show (Go, the JVM), per process.
+    pub runtimes: Vec<analysis::waits::RuntimeWaits>,
 }
 
 /// One futex word's waits and its name.
@@ -148,6 +150,7 @@ impl<'a> WaitsJson<'a> {
             without_stack: r.without_stack,
             unknown_stacks: r.unknown_stacks,
             call_sites: analysis::waits::call_sites(r, &w.stacks),
+            runtimes: analysis::waits::runtimes(r, &w.stacks),
         }
     }
 }

@@ -231,6 +231,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     args.locks.top
                 )
             );
+            crate::output::out!(
+                "{}",
+                report::waits::runtime::render_runtimes(&analysis::waits::runtimes(
+                    &w.report, &w.stacks
+                ))
+            );
         } else if let Some(why) = loaded.waits_not_measured() {
             crate::output::outln!();
             crate::output::out!("{}", report::waits::render_not_measured(why));

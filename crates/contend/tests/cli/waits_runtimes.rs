@@ -282,3 +282,94 @@ fn cxx_mutex_probe_and_futex_merged() {
     );
     assert!(text.contains("already counted as lock"), "{text}");
 }
+
+/// A Go program whose goroutines fight over a `sync.Mutex`, built with the Go that
+/// scripts/test.sh installs ($GO names another), offline and from the standard library
+/// alone, or `None` with a visible skip when there is no Go.
+fn build_go(dir: &Path) -> Option<PathBuf> {
+    let go = match std::env::var("GO") {
+        Ok(go) => go,
+        Err(_) if testkit::require_command("go", "golang-go") => "go".into(),
+        Err(_) => return None,
+    };
+    let exe = dir.join("go_mutex");
+    // The build cache under cargo's target directory: kept between runs, nothing in $HOME.
+    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("go-build-cache");
+    let out = Command::new(&go)
+        .args(["build", "-o"])
+        .arg(&exe)
+        .arg(common::repo("examples/waits/go_mutex.go"))
+        .env("GOFLAGS", "-mod=mod")
+        .env("GOPROXY", "off")
+        .env("GOTOOLCHAIN", "local")
+        .env("GOCACHE", &cache)
+        .current_dir(dir)
+        .output()
+        .unwrap_or_else(|e| panic!("running {go}: {e}"));
+    assert!(out.status.success(), "building go_mutex: {}", show(&out));
+    Some(exe)
+}
+
+/// Go parks goroutines in its own scheduler: the report recognises a Go program, does not
+/// pass its runtime's futex waits off as the `sync.Mutex`'s, says what it cannot see and
+/// points to Go's own mutex profile.
+#[test]
+fn a_go_program_is_recognised_and_explained() {
+    let _one = serial();
+    if !root_for_perf() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(exe) = build_go(dir.path()) else {
+        return;
+    };
+    let truth = common::record(dir.path(), &["--locks"], &exe, &[]);
+    // Precondition: the goroutines did wait for the Mutex (Lock() calls over 50 µs).
+    assert!(num(&truth, "slow") >= 20.0, "{truth:?}");
+    if !ends_traced(dir.path()) {
+        return;
+    }
+    let w = common::report_json(dir.path(), &["run"])["waits"].clone();
+    let runtimes = w["runtimes"].as_array().unwrap();
+    let go: Vec<&Value> = runtimes.iter().filter(|r| r["runtime"] == "go").collect();
+    assert_eq!(go.len(), 1, "one Go process: {w}");
+    let go = go[0];
+    // The futex waits with a stack are the runtime's (an M parking, or its own lock), none
+    // a lock of the program's: no futex word is the sync.Mutex's (it is never waited on).
+    let hot = u64::from_str_radix(truth["hot.addr"].trim_start_matches("0x"), 16).unwrap();
+    for a in w["addresses"].as_array().unwrap() {
+        let uaddr = a["uaddr"].as_u64().unwrap();
+        assert!(
+            !(hot..hot + 8).contains(&uaddr),
+            "a futex wait on the sync.Mutex itself: {a}"
+        );
+    }
+    let park: u64 = go["kinds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|k| k["kind"] == "go_park")
+        .map(|k| k["waits"].as_u64().unwrap())
+        .sum();
+    assert!(park > 0, "no M parked: {go}");
+    // Every futex wait with a stack is the runtime's: the Go process's are all of them.
+    let with_stacks: u64 = w["kinds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["waits"].as_u64().unwrap())
+        .sum();
+    assert_eq!(go["waits"].as_u64().unwrap(), with_stacks, "{w}");
+
+    let text = stdout(&contend_in(dir.path(), &["report", "run"]));
+    for said in [
+        "Go program (process",
+        "park in Go's own scheduler",
+        "none of these waits is a sync.Mutex's",
+        "runtime.SetMutexProfileFraction",
+        "go tool pprof",
+        "contend cannot read it from outside",
+    ] {
+        assert!(text.contains(said), "{said:?} not said: {text}");
+    }
+}
