@@ -349,6 +349,9 @@ pub fn is_runtime_frame(function: Option<&str>, module: Option<&str>) -> bool {
             || m.starts_with("ld-linux")
             || m.starts_with("ld-musl")
             || m == "[vdso]"
+            // HotSpot's own code, and contend's probe around the pthread calls it wraps.
+            || m.starts_with("libjvm.so")
+            || m.starts_with("libcontend_probe")
         {
             return true;
         }
@@ -375,6 +378,7 @@ pub fn is_runtime_frame(function: Option<&str>, module: Option<&str>) -> bool {
         || f.starts_with("lock_api::")
         // Go's runtime (`runtime.futexsleep`; a C or Rust name cannot hold a dot).
         || f.starts_with("runtime.")
+        || f.starts_with("contend_probe::")
         || f.contains(" as core::")
         || f.contains(" as std::")
         || f.contains(" as alloc::")

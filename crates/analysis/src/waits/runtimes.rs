@@ -30,16 +30,34 @@ impl Runtime {
     }
 }
 
+/// A runtime's waits of one kind at one program frame.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct RuntimeSite {
+    pub kind: WaitKind,
+    /// The program's frame that waited, when one was found.
+    pub site: Option<String>,
+    pub waits: u64,
+    pub total_ns: u64,
+}
+
 /// The measured futex waits of one process of a runtime.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct RuntimeWaits {
     pub runtime: Runtime,
     pub pid: u32,
-    /// Measured futex waits whose stack shows the runtime, and their time off CPU, ns.
+    /// Measured futex waits whose stack shows the runtime, and their time off CPU, ns: the
+    /// Waits section's and those the probe counted.
     pub waits: u64,
     pub total_ns: u64,
+    /// Of those, the waits inside the probe's pthread waits (the lock section shows them, as
+    /// waits on the runtime's own pthread objects), and their time, ns.
+    pub probe_counted: u64,
+    pub probe_counted_ns: u64,
     /// Of those, per kind, most time first.
     pub kinds: Vec<KindWaits>,
+    /// Of those, per kind and the program's frame that waited (for a JVM, the innermost Java
+    /// frame, named from its perf map), most time first.
+    pub sites: Vec<RuntimeSite>,
     /// Of those, waits whose stack holds a frame in no file (JIT code) and of those, waits
     /// where such a frame has no name (the JVM wrote no `perf-PID.map`).
     pub with_jit_frames: u64,
@@ -76,31 +94,41 @@ pub fn is_jit_frame(f: &super::WaitFrame) -> bool {
 /// [`super::waits_with_stacks`]), per process, with the waits whose stacks pass through code
 /// in no file (JIT code), named (from a perf map) or not.
 pub fn runtimes(r: &WaitReport, stacks: &[WaitStack]) -> Vec<RuntimeWaits> {
-    let mut out: BTreeMap<(Runtime, u32), (RuntimeWaits, BTreeMap<WaitKind, KindWaits>)> =
-        BTreeMap::new();
-    for sw in &r.stack_waits {
+    type Kinds = BTreeMap<WaitKind, KindWaits>;
+    type Sites = BTreeMap<(WaitKind, Option<String>), RuntimeSite>;
+    let mut out: BTreeMap<(Runtime, u32), (RuntimeWaits, Kinds, Sites)> = BTreeMap::new();
+    let covered = r.probe_stack_waits.iter().map(|sw| (sw, true));
+    for (sw, by_probe) in r.stack_waits.iter().map(|sw| (sw, false)).chain(covered) {
         let Some(st) = stacks.get(sw.stack as usize) else {
             continue;
         };
         let Some(rt) = runtime_of(st) else {
             continue;
         };
-        let (w, kinds) = out.entry((rt, sw.pid)).or_insert_with(|| {
+        let (w, kinds, sites) = out.entry((rt, sw.pid)).or_insert_with(|| {
             (
                 RuntimeWaits {
                     runtime: rt,
                     pid: sw.pid,
                     waits: 0,
                     total_ns: 0,
+                    probe_counted: 0,
+                    probe_counted_ns: 0,
                     kinds: Vec::new(),
+                    sites: Vec::new(),
                     with_jit_frames: 0,
                     with_unnamed_jit_frames: 0,
                 },
+                BTreeMap::new(),
                 BTreeMap::new(),
             )
         });
         w.waits += sw.waits;
         w.total_ns += sw.total_ns;
+        if by_probe {
+            w.probe_counted += sw.waits;
+            w.probe_counted_ns += sw.total_ns;
+        }
         let jit: Vec<_> = st.frames.iter().filter(|f| is_jit_frame(f)).collect();
         if !jit.is_empty() {
             w.with_jit_frames += sw.waits;
@@ -114,10 +142,22 @@ pub fn runtimes(r: &WaitReport, stacks: &[WaitStack]) -> Vec<RuntimeWaits> {
         });
         k.waits += sw.waits;
         k.total_ns += sw.total_ns;
+        let site = sites
+            .entry((st.kind, st.site.clone()))
+            .or_insert_with(|| RuntimeSite {
+                kind: st.kind,
+                site: st.site.clone(),
+                ..RuntimeSite::default()
+            });
+        site.waits += sw.waits;
+        site.total_ns += sw.total_ns;
     }
     out.into_values()
-        .map(|(mut w, kinds)| {
+        .map(|(mut w, kinds, sites)| {
             w.kinds = kinds.into_values().collect();
+            w.sites = sites.into_values().collect();
+            w.sites
+                .sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.site.cmp(&b.site)));
             w.kinds
                 .sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.kind.cmp(&b.kind)));
             w
@@ -185,7 +225,8 @@ mod tests {
             total_ns,
         };
         let r = WaitReport {
-            stack_waits: vec![sw(1, 0, 3, 30), sw(2, 1, 2, 20), sw(2, 2, 9, 90)],
+            stack_waits: vec![sw(1, 0, 3, 30), sw(2, 1, 1, 5), sw(2, 2, 9, 90)],
+            probe_stack_waits: vec![sw(2, 1, 1, 15)],
             ..WaitReport::default()
         };
         let seen = runtimes(&r, &[go, jvm, rust]);
@@ -196,6 +237,7 @@ mod tests {
         );
         assert_eq!(seen[0].kinds[0].kind, WaitKind::GoPark);
         assert_eq!((seen[1].runtime, seen[1].total_ns), (Runtime::Jvm, 20));
+        assert_eq!((seen[1].probe_counted, seen[1].probe_counted_ns), (1, 15));
         assert_eq!(
             (seen[1].with_jit_frames, seen[1].with_unnamed_jit_frames),
             (2, 2)

@@ -373,3 +373,156 @@ fn a_go_program_is_recognised_and_explained() {
         assert!(text.contains(said), "{said:?} not said: {text}");
     }
 }
+
+/// Removes the perf map a JVM of the test wrote in /tmp, if it is this user's regular file.
+struct PerfMapInTmp(u32);
+
+impl Drop for PerfMapInTmp {
+    fn drop(&mut self) {
+        use std::os::unix::fs::MetadataExt;
+        let path = PathBuf::from(format!("/tmp/perf-{}.map", self.0));
+        if let Ok(m) = std::fs::symlink_metadata(&path) {
+            // SAFETY: geteuid cannot fail.
+            if m.file_type().is_file() && m.uid() == unsafe { libc::geteuid() } {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+    }
+}
+
+/// A Java program's `synchronized` contention (HotSpot): its futex waits are attributed to the
+/// JVM's monitor frames (libjvm.so's `ObjectMonitor::enter`), not left as anonymous condition
+/// waits, and the JIT frame that entered the monitor is named from the JVM's perf map, which
+/// the recorder copied into the run.
+#[test]
+fn jvm_synchronized_waits_are_monitor_waits() {
+    let _one = serial();
+    if !root_for_perf()
+        || !testkit::require_command("javac", "default-jdk-headless")
+        || !testkit::require_command("java", "default-jdk-headless")
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let classes = dir.path().join("classes");
+    let out = Command::new("javac")
+        .arg("-d")
+        .arg(&classes)
+        .arg(common::repo("examples/waits/JvmMonitor.java"))
+        .output()
+        .expect("running javac");
+    assert!(out.status.success(), "javac: {}", show(&out));
+    let java = which("java");
+    let classes = classes.to_string_lossy().into_owned();
+    let out = contend_in(
+        dir.path(),
+        &[
+            "record",
+            "-o",
+            "run",
+            "--locks",
+            "--",
+            &java,
+            "-XX:+UnlockDiagnosticVMOptions",
+            "-XX:+DumpPerfMapAtExit",
+            "-cp",
+            &classes,
+            "JvmMonitor",
+        ],
+    );
+    assert!(out.status.success(), "{}", show(&out));
+    let truth = common::truth_line(&stdout(&out));
+    let _map = PerfMapInTmp(num(&truth, "pid") as u32);
+    // Precondition: the threads did wait to enter (entries over 50 µs).
+    assert!(num(&truth, "slow") >= 10.0, "{truth:?}");
+    if !ends_traced(dir.path()) {
+        return;
+    }
+    let w = common::report_json(dir.path(), &["run"])["waits"].clone();
+    let jvm: Vec<&Value> = w["runtimes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["runtime"] == "jvm")
+        .collect();
+    assert_eq!(jvm.len(), 1, "one JVM: {w}");
+    let jvm = jvm[0];
+    let kind_ns = |kind: &str| -> (u64, f64) {
+        jvm["kinds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|k| k["kind"] == kind)
+            .map(|k| {
+                (
+                    k["waits"].as_u64().unwrap(),
+                    k["total_ns"].as_f64().unwrap(),
+                )
+            })
+            .fold((0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1))
+    };
+    let (monitor_waits, monitor_ns) = kind_ns("jvm_monitor");
+    assert!(monitor_waits > 0, "no monitor wait: {jvm}");
+    // Each monitor futex wait lies inside an entry the program timed (a synchronized block on
+    // HOT: the only contended monitor here), so their time is at most the program's, but for
+    // 20 µs of clock edges per slow entry. Below, what the program counts and no futex wait
+    // does is HotSpot's spinning before it parks, and a spinner's preemption: measured under
+    // 1 % here (0.575 s of 0.578 s), but spinning grows with the machine's load, so only half
+    // is asked for: enough to tell the monitor's waits from a stray one.
+    let truth_ns = num(&truth, "wait_ns");
+    let edges = 20_000.0 * num(&truth, "slow");
+    eprintln!(
+        "JVM: {monitor_waits} monitor waits, {monitor_ns} ns; the program entering: {truth_ns} ns, {} slow entries",
+        num(&truth, "slow")
+    );
+    assert!(
+        monitor_ns <= truth_ns + edges && monitor_ns >= truth_ns * 0.5,
+        "monitor waits {monitor_ns} ns against the program's {truth_ns} ns in synchronized: {jvm}"
+    );
+    // None of the program's monitor waits is an anonymous condition wait: the JVM's waits the
+    // probe counted (as waits on libjvm.so's own condition variables) are accounted here.
+    assert!(jvm["probe_counted"].as_u64().unwrap() > 0, "{jvm}");
+    let text = stdout(&contend_in(dir.path(), &["report", "run"]));
+    assert!(text.contains("JVM (process"), "{text}");
+    assert!(text.contains("jvm_monitor"), "{text}");
+    assert!(
+        text.contains("lie inside the JVM's own pthread calls"),
+        "{text}"
+    );
+
+    // The JIT frames: the map copied into the run (the JVM writes it at exit), and the frame
+    // that entered the monitor named from it.
+    let pid = jvm["pid"].as_u64().unwrap();
+    let copied = dir.path().join(format!("run/maps/perf-{pid}.map"));
+    if !copied.exists() {
+        testkit::skip("this JVM wrote no perf map (-XX:+DumpPerfMapAtExit unsupported?)");
+        return;
+    }
+    assert!(jvm["with_jit_frames"].as_u64().unwrap() > 0, "{jvm}");
+    assert_eq!(jvm["with_unnamed_jit_frames"], 0, "{jvm}");
+    let named_monitor = jvm["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["kind"] == "jvm_monitor" && s["site"].is_string())
+        .map(|s| s["waits"].as_u64().unwrap())
+        .sum::<u64>();
+    assert!(
+        named_monitor * 10 >= monitor_waits * 9,
+        "{named_monitor} of {monitor_waits} monitor waits have a named frame: {jvm}"
+    );
+    assert!(text.contains("named from the JVM's perf map"), "{text}");
+}
+
+/// `command`'s path on PATH, as the shell finds it.
+fn which(command: &str) -> String {
+    std::env::var_os("PATH")
+        .and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|d| d.join(command))
+                .find(|p| p.is_file())
+        })
+        .unwrap_or_else(|| panic!("{command} is not on PATH"))
+        .to_string_lossy()
+        .into_owned()
+}

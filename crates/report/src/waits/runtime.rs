@@ -66,6 +66,14 @@ pub fn render_runtimes(runtimes: &[RuntimeWaits]) -> String {
                     out,
                     "  A JVM thread blocks in pthread calls on an event of its own: the libjvm.so frame above says what for (jvm_monitor: entering a contended synchronized, ObjectMonitor::enter; condition: Object.wait; jvm_park: LockSupport.park, Thread.sleep and the VM's own threads). The word is the thread's, so these waits are named by their call site."
                 );
+                if r.probe_counted > 0 {
+                    let _ = writeln!(
+                        out,
+                        "  {} of them, {} s, lie inside the JVM's own pthread calls, which the lock probe recorded: the lock section's condition and lock waits in libjvm.so (os::PlatformEvent::park, os::PlatformMonitor::wait, Mutex::lock) are these, not waits of the program's.",
+                        r.probe_counted,
+                        s(r.probe_counted_ns)
+                    );
+                }
                 if r.with_unnamed_jit_frames > 0 {
                     let _ = writeln!(
                         out,
@@ -75,9 +83,30 @@ pub fn render_runtimes(runtimes: &[RuntimeWaits]) -> String {
                 } else if r.with_jit_frames > 0 {
                     let _ = writeln!(
                         out,
-                        "  {} wait(s) pass through Java code, named from /tmp/perf-{}.map.",
-                        r.with_jit_frames, r.pid
+                        "  {} wait(s) pass through Java code, named from the JVM's perf map (/tmp/perf-{}.map, copied into the run as maps/perf-{}.map); the unwinder stops at the first frame of generated code (it has no call frame information), so that frame is the one shown: a runtime stub (_complete_monitor_locking_Java), the interpreter, or a compiled method.",
+                        r.with_jit_frames, r.pid, r.pid
                     );
+                }
+                let monitors: Vec<_> = r
+                    .sites
+                    .iter()
+                    .filter(|x| x.kind == WaitKind::JvmMonitor)
+                    .take(5)
+                    .collect();
+                if !monitors.is_empty() {
+                    let _ = writeln!(
+                        out,
+                        "  Monitor waits (jvm_monitor) by the frame that entered:"
+                    );
+                    for m in monitors {
+                        let _ = writeln!(
+                            out,
+                            "    {} wait(s) {} s at {}",
+                            m.waits,
+                            s(m.total_ns),
+                            m.site.as_deref().unwrap_or("? (a Java frame not named)")
+                        );
+                    }
                 }
             }
         }
@@ -133,11 +162,14 @@ mod tests {
             pid: 42,
             waits: 150,
             total_ns: 700_000_000,
+            probe_counted: 0,
+            probe_counted_ns: 0,
             kinds: vec![KindWaits {
                 kind: WaitKind::GoPark,
                 waits: 150,
                 total_ns: 700_000_000,
             }],
+            sites: Vec::new(),
             with_jit_frames: 0,
             with_unnamed_jit_frames: 0,
         };
@@ -155,13 +187,25 @@ mod tests {
             pid: 7,
             waits: 3,
             total_ns: 3_000_000,
+            probe_counted: 3,
+            probe_counted_ns: 3_000_000,
             kinds: Vec::new(),
+            sites: vec![analysis::waits::RuntimeSite {
+                kind: WaitKind::JvmMonitor,
+                site: Some("void App.run()".into()),
+                waits: 3,
+                total_ns: 3_000_000,
+            }],
             with_jit_frames: 3,
             with_unnamed_jit_frames: 2,
         };
         let text = render_runtimes(&[jvm]);
         assert!(text.contains("JVM (process 7"), "{text}");
         assert!(text.contains("/tmp/perf-7.map"), "{text}");
+        assert!(
+            text.contains("3 wait(s) 0.003 s at void App.run()"),
+            "{text}"
+        );
         assert_eq!(render_runtimes(&[]), "");
     }
 
