@@ -122,7 +122,7 @@ pub fn render_call_sites(sites: &[CallSiteWaits], top: usize) -> String {
     }
     let _ = writeln!(
         out,
-        "Locks named by their call site (parking_lot and parks wait on a word of the waiting thread, not of the lock; the futex words above are those threads'):"
+        "Locks named by their call site (parking_lot, parks and a JVM's monitors wait on a word of the waiting thread, not of the lock; the futex words above are those threads'):"
     );
     let mut t = new_table(
         &[
