@@ -27,6 +27,14 @@ impl Run {
                 coverage: &l.coverage,
             }),
             locks_not_measured: self.locks_not_measured(),
+            waits: self.waits.as_ref().map(|w| report::html::WaitsPage {
+                report: &w.report,
+                names: &w.names,
+                thread_names: &w.thread_names,
+                ends_traced: w.ends_traced,
+                stacks_recorded: w.stacks_recorded,
+            }),
+            waits_not_measured: self.waits_not_measured(),
             off_cpu: self.off_cpu_blocked(),
             mpi: self.mpi.as_ref().map(|m| report::html::MpiPage {
                 run: &m.run,

@@ -19,12 +19,14 @@ use crate::sharing::{Naming as SharingNaming, ProcessLine};
 use analysis::locks::LockReport;
 use analysis::mpi::MpiRun;
 use analysis::sharing::{LineReport, SharingReport};
-use std::collections::BTreeMap;
+use analysis::waits::WaitReport;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 use trace::sched::{State, StateChange};
 
 mod diff;
 mod scale;
+mod waits;
 pub use diff::render_diff;
 pub use scale::render_scale;
 
@@ -42,6 +44,10 @@ pub struct Page<'a> {
     pub locks: Option<LocksPage<'a>>,
     /// Why the locks asked for were not measured (the probe loaded in no process).
     pub locks_not_measured: Option<&'a str>,
+    /// The blocked futex waits of any runtime and the other blocks (`--locks` runs).
+    pub waits: Option<WaitsPage<'a>>,
+    /// Why the waits asked for were not recorded (perf refused).
+    pub waits_not_measured: Option<&'a str>,
     /// What the off-CPU recorder saw of the blocked time (the activity line's futex waits and
     /// other blocks), when it ran.
     pub off_cpu: Option<crate::activity::OffCpuBlocked>,
@@ -56,6 +62,17 @@ pub struct LocksPage<'a> {
     pub report: &'a LockReport,
     pub naming: &'a LockNaming,
     pub coverage: &'a Coverage,
+}
+
+pub struct WaitsPage<'a> {
+    pub report: &'a WaitReport,
+    /// (pid, futex word) -> the global or heap block it lies in.
+    pub names: &'a HashMap<(u32, u64), String>,
+    pub thread_names: &'a HashMap<u32, String>,
+    /// The sched tracepoints ended the blocks (else the waits have no length).
+    pub ends_traced: bool,
+    /// Some block was recorded with its user stack.
+    pub stacks_recorded: bool,
 }
 
 pub struct MpiPage<'a> {
@@ -134,6 +151,7 @@ pub fn render(p: &Page<'_>) -> String {
             ("overview", "Overview"),
             ("timeline", "Timeline"),
             ("locks", "Locks"),
+            ("waits", "Waits"),
             ("activity", "Activity"),
             ("mpi", "MPI"),
             ("sharing", "Sharing"),
@@ -143,6 +161,7 @@ pub fn render(p: &Page<'_>) -> String {
     overview(&mut out, p);
     timeline(&mut out, p);
     locks(&mut out, p);
+    waits::section(&mut out, p);
     activity(&mut out, p);
     mpi(&mut out, p);
     sharing(&mut out, p.sharing.as_ref(), &p.options);
@@ -1652,7 +1671,7 @@ fn locks(out: &mut String, p: &Page<'_>) {
 // ---- activity ----
 
 fn activity(out: &mut String, p: &Page<'_>) {
-    section_start(out, "activity", "Waits and activity");
+    section_start(out, "activity", "Activity");
     let Some(a) = p.activity else {
         missing(
             out,
@@ -2368,6 +2387,8 @@ mod tests {
             thread_seen_until: Vec::new(),
             locks: None,
             locks_not_measured: None,
+            waits: None,
+            waits_not_measured: None,
             off_cpu: None,
             mpi: None,
             sharing: None,
@@ -2463,6 +2484,8 @@ mod tests {
                 coverage: &coverage,
             }),
             locks_not_measured: None,
+            waits: None,
+            waits_not_measured: None,
             off_cpu: None,
             mpi: None,
             sharing: None,

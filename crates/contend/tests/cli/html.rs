@@ -38,7 +38,7 @@ fn assert_self_contained(page: &str) {
         assert!(!page.contains(fetch), "the page fetches something: {fetch}");
     }
     for id in [
-        "overview", "timeline", "locks", "activity", "mpi", "sharing", "streams",
+        "overview", "timeline", "locks", "waits", "activity", "mpi", "sharing", "streams",
     ] {
         assert!(
             page.contains(&format!("<section id=\"{id}\">")),
@@ -76,6 +76,7 @@ fn the_locks_fixture_page_names_its_lock_call_site_threads_and_findings() {
     ));
     assert!(page.contains("mostly running in"), "scheduler states drawn");
     // The sections this run lacks say so.
+    assert!(page.contains("Blocked futex waits were not recorded in this run"));
     assert!(page.contains("MPI was not recorded in this run"));
     assert!(page.contains("Cache-line sharing was not recorded"));
     assert!(page.len() < 2 << 20, "{} bytes", page.len());
@@ -641,4 +642,100 @@ fn chromium_zooms_and_pans_the_timeline_and_draws_it_whole_without_scripts() {
     assert!(!dom.contains("data-js=\"ok\""), "scripts ran");
     assert!(dom.contains(&format!("viewBox=\"0 0 {w} {h}\"")));
     assert!(dom.contains("update_shared_counter (planted_hold.c:147)"));
+}
+
+/// Records examples/waits/std_mutex.rs (`--locks`: the probe and the off-CPU recorder, with
+/// user stacks) in `dir` and writes its page: the line of its `hot.lock()`, or `None` (a
+/// visible skip) when not root (the futex waits are recorded through perf tracepoints), no
+/// Rust compiler, or the sched tracepoints did not record (the waits have no end).
+fn std_mutex_page(dir: &Path) -> Option<u32> {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        testkit::skip("needs root: the futex waits are recorded through perf tracepoints");
+        return None;
+    }
+    let exe = crate::common::build("examples/waits/std_mutex.rs", dir)?;
+    crate::common::record(dir, &["--locks"], &exe, &["-n", "30"]);
+    let meta = crate::common::meta(&dir.join("run"));
+    if !meta["captured"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c == "sched-tracepoints")
+    {
+        testkit::skip("the sched tracepoints did not record: the waits have no end here");
+        return None;
+    }
+    let out = contend_in(dir, &["report", "run", "--html", "page.html"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let src = std::fs::read_to_string(crate::common::repo("examples/waits/std_mutex.rs")).unwrap();
+    let line = src
+        .lines()
+        .position(|l| l.contains("hot.lock()"))
+        .expect("std_mutex.rs takes hot.lock()");
+    Some(line as u32 + 1)
+}
+
+/// The text between `<section id="ID">` and its end.
+fn section_of<'a>(page: &'a str, id: &str) -> &'a str {
+    let start = page
+        .find(&format!("<section id=\"{id}\">"))
+        .unwrap_or_else(|| panic!("no {id} section"));
+    &page[start..start + page[start..].find("</section>").unwrap()]
+}
+
+/// Issue 22's futex waits on the page: a Rust `std::sync::Mutex` the lock probe cannot see,
+/// found by its futex waits, named as the static `HOT` and placed at the program's
+/// `hot.lock()` line, in the DOM Chromium built.
+#[test]
+fn chromium_shows_a_std_mutexs_waits_at_its_line() {
+    let _one = serial();
+    if !chromium() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(line) = std_mutex_page(tmp.path()) else {
+        return;
+    };
+    let (dom, log) = dump_dom(&tmp.path().join("page.html"));
+    assert_ran_cleanly(&dom, &log);
+    let waits = section_of(&dom, "waits");
+    assert!(waits.contains("futex wait(s),"), "{waits}");
+    // The kind table has the Mutex's lock waits; the site table the Mutex's line, as a lock
+    // wait on the word named HOT.
+    assert!(waits.contains("<tr><td>lock</td>"), "{waits}");
+    let at = format!("(std_mutex.rs:{line})</td><td>lock</td><td>std_mutex::HOT (0x");
+    let row = waits
+        .split("<tr>")
+        .find(|r| r.contains(&at))
+        .unwrap_or_else(|| panic!("no lock wait at std_mutex.rs:{line} on HOT: {waits}"));
+    // The row's waits are the word's: the JSON's count of its lock waits at that line.
+    let json = crate::common::report_json(tmp.path(), &["run"]);
+    let hot = json["waits"]["addresses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"].as_str().is_some_and(|n| n.ends_with("HOT")))
+        .expect("the word HOT in the JSON");
+    let waited: u64 = hot["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| {
+            s["kind"] == "lock"
+                && s["site"]
+                    .as_str()
+                    .is_some_and(|l| l.ends_with(&format!("std_mutex.rs:{line})")))
+        })
+        .map(|s| s["waits"].as_u64().unwrap())
+        .sum();
+    assert!(waited > 0, "{hot}");
+    assert!(
+        row.contains(&format!(
+            "<td class=\"num\" data-v=\"{waited}\">{waited}</td>"
+        )),
+        "{row} against {waited} waits"
+    );
+    // The other blocks by the kernel function the scheduler named, and the threads.
+    assert!(waits.contains("id=\"wait-thread-table\""), "{waits}");
 }
