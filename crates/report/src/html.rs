@@ -25,6 +25,7 @@ use std::fmt::Write;
 use trace::sched::{State, StateChange};
 
 mod diff;
+mod flame;
 mod scale;
 mod waits;
 pub use diff::render_diff;
@@ -48,6 +49,10 @@ pub struct Page<'a> {
     pub waits: Option<WaitsPage<'a>>,
     /// Why the waits asked for were not recorded (perf refused).
     pub waits_not_measured: Option<&'a str>,
+    /// The wait time by call stack as `contend report --folded` writes it (stack root first,
+    /// frames joined by `;`, and its ns): the probe's lock waits under `[lock NAME]`, the
+    /// futex waits with their user stacks under `[futex wait WORD KIND]`.
+    pub folded: Vec<(String, i64)>,
     /// What the off-CPU recorder saw of the blocked time (the activity line's futex waits and
     /// other blocks), when it ran.
     pub off_cpu: Option<crate::activity::OffCpuBlocked>,
@@ -151,6 +156,7 @@ pub fn render(p: &Page<'_>) -> String {
             ("overview", "Overview"),
             ("timeline", "Timeline"),
             ("locks", "Locks"),
+            ("flame", "Flame graph"),
             ("waits", "Waits"),
             ("activity", "Activity"),
             ("mpi", "MPI"),
@@ -161,6 +167,7 @@ pub fn render(p: &Page<'_>) -> String {
     overview(&mut out, p);
     timeline(&mut out, p);
     locks(&mut out, p);
+    flame::section(&mut out, &p.folded);
     waits::section(&mut out, p);
     activity(&mut out, p);
     mpi(&mut out, p);
@@ -374,6 +381,37 @@ Array.prototype.forEach.call(document.querySelectorAll("[data-zoom]"),function(b
    if(what==="reset"){z.reset();}else{z.zoom(what==="in"?2:0.5,0.5,0.5);}
   });
  });
+});
+// The flame graph: a click on a frame draws its subtree across the whole width, its callers
+// as a path on top (dimmed) and the rest hidden; the root (or "reset zoom") draws it whole.
+// Frames are placed by their start and width in ns (data-s, data-ns): exact containment.
+Array.prototype.forEach.call(document.querySelectorAll("svg.flame"),function(svg){
+ var W=Number(svg.getAttribute("width")),cw=Number(svg.getAttribute("data-char-w"))||6.7;
+ var fr=Array.prototype.map.call(svg.querySelectorAll("g.f"),function(g){
+  var t=g.querySelector("title");
+  return {g:g,d:Number(g.getAttribute("data-d")),s:Number(g.getAttribute("data-s")),n:Number(g.getAttribute("data-ns")),r:g.querySelector("rect"),t:g.querySelector("text"),name:t?t.textContent.split("\n")[0]:""};
+ });
+ var top=fr.filter(function(o){return o.d===0;})[0];
+ if(!top||!(top.n>0)){return;}
+ function fit(n,c){if(n.length<=c){return n;}if(c<3){return "";}return n.slice(0,c-1)+"\u2026";}
+ function zoom(f){
+  fr.forEach(function(o){
+   var nx=0,nw=W,show=true,up=false;
+   if(o.d<f.d){up=true;show=o.s<=f.s&&o.s+o.n>=f.s+f.n;}
+   else if(o.s>=f.s&&o.s+o.n<=f.s+f.n){nx=(o.s-f.s)*W/f.n;nw=o.n*W/f.n;}
+   else{show=false;}
+   o.g.style.display=show?"":"none";
+   if(!show){return;}
+   o.g.style.opacity=up?"0.6":"";
+   o.r.setAttribute("x",nx.toFixed(2));o.r.setAttribute("width",nw.toFixed(2));
+   o.t.setAttribute("x",(nx+3).toFixed(2));
+   o.t.textContent=fit(o.name,Math.max(0,Math.floor((nw-6)/cw)));
+  });
+  svg.setAttribute("data-zoomed",f===top?"":f.name);
+ }
+ fr.forEach(function(o){o.g.style.cursor="pointer";o.g.addEventListener("click",function(){zoom(o);});});
+ Array.prototype.forEach.call(document.querySelectorAll("button[data-flame-reset=\""+svg.id+"\"]"),function(b){b.addEventListener("click",function(){zoom(top);});});
+ window.addEventListener("beforeprint",function(){zoom(top);});
 });
 window.addEventListener("load",function(){root.setAttribute("data-load-ms",String(Math.round(performance.now())));});
 root.setAttribute("data-js","ok");
@@ -2389,6 +2427,7 @@ mod tests {
             locks_not_measured: None,
             waits: None,
             waits_not_measured: None,
+            folded: Vec::new(),
             off_cpu: None,
             mpi: None,
             sharing: None,
@@ -2486,6 +2525,7 @@ mod tests {
             locks_not_measured: None,
             waits: None,
             waits_not_measured: None,
+            folded: Vec::new(),
             off_cpu: None,
             mpi: None,
             sharing: None,

@@ -38,7 +38,7 @@ fn assert_self_contained(page: &str) {
         assert!(!page.contains(fetch), "the page fetches something: {fetch}");
     }
     for id in [
-        "overview", "timeline", "locks", "waits", "activity", "mpi", "sharing", "streams",
+        "overview", "timeline", "locks", "flame", "waits", "activity", "mpi", "sharing", "streams",
     ] {
         assert!(
             page.contains(&format!("<section id=\"{id}\">")),
@@ -75,6 +75,21 @@ fn the_locks_fixture_page_names_its_lock_call_site_threads_and_findings() {
         "waited for hot_lock (0x564956446200) at update_shared_counter (planted_hold.c:147):"
     ));
     assert!(page.contains("mostly running in"), "scheduler states drawn");
+    // The flame graph of its lock waits (what --folded writes): each lock's root frame with
+    // its call site under it, as wide as its share of the wait time (50.544 ms of 55.120).
+    let flame = section_of(&page, "flame");
+    assert!(
+        flame.contains("<title>[lock hot_lock]\n50.544 ms, 91.70 % of the wait time</title>"),
+        "{flame}"
+    );
+    assert!(
+        flame.contains("<title>update_shared_counter (./examples/locks/planted_hold.c:147)\n50.544 ms, 91.70 %"),
+        "{flame}"
+    );
+    assert!(
+        flame.contains("<title>[lock warm_lock]\n4.576 ms, 8.30 %"),
+        "{flame}"
+    );
     // The sections this run lacks say so.
     assert!(page.contains("Blocked futex waits were not recorded in this run"));
     assert!(page.contains("MPI was not recorded in this run"));
@@ -738,4 +753,111 @@ fn chromium_shows_a_std_mutexs_waits_at_its_line() {
     );
     // The other blocks by the kernel function the scheduler named, and the threads.
     assert!(waits.contains("id=\"wait-thread-table\""), "{waits}");
+}
+
+/// The wait time by call stack, drawn from the folded stacks: the program's closure that took
+/// the Mutex is as wide as its share of the wait time in `--folded`; names with `<` (Rust
+/// generics) are text; a click zooms to a frame's subtree.
+#[test]
+fn chromium_draws_the_flame_graph_of_a_std_mutex_run() {
+    let _one = serial();
+    if !chromium() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(line) = std_mutex_page(tmp.path()) else {
+        return;
+    };
+    let out = contend_in(tmp.path(), &["report", "run", "--folded", "-"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The folded lines (after the text report, also on stdout): rooted at `[lock` or `[futex`.
+    let folded: Vec<(String, u64)> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with("[lock ") || l.starts_with("[futex wait "))
+        .map(|l| {
+            let (stack, ns) = l.rsplit_once(' ').unwrap();
+            (stack.to_string(), ns.parse().unwrap())
+        })
+        .collect();
+    let total: u64 = folded.iter().map(|(_, ns)| ns).sum();
+    // The program's frame that took the Mutex: its closure, at the hot.lock() line.
+    let is_closure = |frame: &str| {
+        frame.starts_with("std_mutex::main::") && frame.ends_with(&format!("/std_mutex.rs:{line})"))
+    };
+    let through: Vec<u64> = folded
+        .iter()
+        .filter(|(s, _)| s.split(';').any(is_closure))
+        .map(|&(_, ns)| ns)
+        .collect();
+    let expected = through.iter().sum::<u64>() as f64 / total as f64;
+    assert!(
+        expected > 0.1,
+        "the Mutex's waits are a good share: {expected}"
+    );
+
+    let (dom, log) = dump_dom(&tmp.path().join("page.html"));
+    assert_ran_cleanly(&dom, &log);
+    let flame = section_of(&dom, "flame");
+    // Each frame: its depth, the first line of its title (its full name) and its width.
+    let frames: Vec<(u32, String, f64)> = flame
+        .split("<g class=\"f\" ")
+        .skip(1)
+        .map(|g| {
+            let depth = g["data-d=\"".len()..]
+                .split('"')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            let title = &g[g.find("<title>").unwrap() + 7..];
+            let name = title[..title.find('\n').unwrap()].to_string();
+            let at = g.find(" width=\"").unwrap() + 8;
+            let width = g[at..at + g[at..].find('"').unwrap()].parse().unwrap();
+            (depth, name, width)
+        })
+        .collect();
+    let root = frames.iter().find(|f| f.0 == 0).expect("the root frame");
+    assert_eq!(root.1, "all");
+    let drawn: f64 = frames
+        .iter()
+        .filter(|f| is_closure(&f.1))
+        .map(|f| f.2)
+        .sum::<f64>()
+        / root.2;
+    // Widths are written to 0.01 px of 1200 (5e-5 a frame at most, with the root's); a stack
+    // through the closure that is under 0.5 % of the wait time may be merged away under its
+    // caller, so the drawn share may be short by those stacks' shares, never long.
+    let mergeable: f64 = through
+        .iter()
+        .map(|&ns| ns as f64 / total as f64)
+        .filter(|&s| s < 0.005)
+        .sum();
+    assert!(
+        drawn <= expected + 1e-4 && drawn >= expected - mergeable - 1e-4,
+        "the closure is drawn {drawn:.5} wide, its share of the folded wait time is {expected:.5} (up to {mergeable:.5} mergeable)"
+    );
+    // A Rust generic is text: escaped in the serialised DOM, never an element.
+    assert!(flame.contains("Mutex&lt;T&gt;::lock"), "{flame}");
+    assert!(!dom.contains("Mutex<T>"));
+
+    // A click on the closure zooms to it: it spans the graph, the root is a dimmed path.
+    let page = std::fs::read_to_string(tmp.path().join("page.html")).unwrap();
+    let end = format!("/std_mutex.rs:{line})");
+    let probe = format!(
+        "<script>(function(){{var g=Array.prototype.filter.call(document.querySelectorAll('#flame-graph g.f'),function(g){{var n=g.querySelector('title').textContent.split('\\n')[0];return n.indexOf('std_mutex::main::')===0&&n.slice(-{len})==='{end}';}})[0];g.dispatchEvent(new MouseEvent('click',{{bubbles:true}}));document.documentElement.setAttribute('data-zoomed-width',g.querySelector('rect').getAttribute('width'));}})();</script></body>",
+        len = end.len(),
+    );
+    let probed = tmp.path().join("probed.html");
+    std::fs::write(&probed, page.replace("</body>", &probe)).unwrap();
+    let (dom, log) = dump_dom(&probed);
+    assert_ran_cleanly(&dom, &log);
+    assert!(
+        dom.contains("data-zoomed-width=\"1200.00\""),
+        "{}",
+        section_of(&dom, "flame")
+    );
+    assert!(
+        dom.contains("data-zoomed=\"std_mutex::main::"),
+        "the graph names its zoom"
+    );
 }
