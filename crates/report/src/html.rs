@@ -844,7 +844,8 @@ impl Lane {
 }
 
 /// At most this many rectangles per strip: a run of any length gives a timeline of bounded size
-/// (32 lanes × 3 strips × 160 rectangles of about 250 bytes: under 4 MB).
+/// (32 lanes × 4 strips, the critical path's marks included, × 160 rectangles of about 250
+/// bytes: under 5 MB).
 const MAX_RUNS: usize = 160;
 
 /// The strip's runs: cells of 1, 2, 4… columns (as few as keep the runs within [`MAX_RUNS`]),
@@ -983,6 +984,9 @@ fn timeline(out: &mut String, p: &Page<'_>) {
     }
     if start < end {
         let axis = Axis { start, end };
+        if let Some(l) = locks {
+            critical_path_sentence(out, l.report);
+        }
         out.push_str("<p>Each row is drawn in pixel columns: a column's shade is the share of its time in the state, its tooltip names what took most of it.</p>\n");
         threads_over_time(out, p, &axis, activity, locks);
     } else if activity.is_some() || locks.is_some() || !states.is_empty() {
@@ -1113,12 +1117,16 @@ fn threads_over_time(
             );
         }
     }
+    // Critical-path waits of threads beyond the lanes drawn.
+    let mut critical_not_drawn = 0usize;
     if let Some(l) = locks {
         // Labels: `LOCK at SITE` per (lock, site) met, numbered.
         let mut label_of: BTreeMap<(analysis::locks::LockKey, Option<u64>), u32> = BTreeMap::new();
         let mut labels: Vec<String> = Vec::new();
         let mut wait_lanes: Vec<Lane> = lanes.iter().map(|_| Lane::new()).collect();
         let mut hold_lanes: Vec<Lane> = lanes.iter().map(|_| Lane::new()).collect();
+        let mut critical_lanes: Vec<CriticalLane> =
+            lanes.iter().map(|_| CriticalLane::new()).collect();
         let lane_of: BTreeMap<usize, usize> = lanes
             .iter()
             .enumerate()
@@ -1126,6 +1134,7 @@ fn threads_over_time(
             .collect();
         for h in &l.report.holds {
             let Some(&k) = lane_of.get(&h.thread) else {
+                critical_not_drawn += usize::from(h.on_critical_path && h.contended);
                 continue;
             };
             let next = labels.len() as u32;
@@ -1139,6 +1148,9 @@ fn threads_over_time(
             });
             if h.acquired_ns > h.requested_ns {
                 wait_lanes[k].add(axis, h.requested_ns, h.acquired_ns, label);
+            }
+            if h.on_critical_path && h.contended {
+                critical_lanes[k].add(axis, h.requested_ns, h.acquired_ns.max(h.requested_ns + 1));
             }
             hold_lanes[k].add(
                 axis,
@@ -1164,6 +1176,14 @@ fn threads_over_time(
                 &format!("{thread} waited for"),
                 &labels,
             );
+            critical_strip(
+                &mut svg,
+                axis,
+                &critical_lanes[k],
+                y + 0.5 + lane_h / 3.0,
+                strip,
+                &thread,
+            );
             draw_lane(
                 &mut svg,
                 axis,
@@ -1183,7 +1203,7 @@ fn threads_over_time(
         legend.push_str("<span><i style=\"background:#1f77b4\"></i>running</span><span><i style=\"background:#ff7f0e\"></i>runnable (waiting for a CPU)</span><span><i style=\"background:#c7c7c7\"></i>blocked or sleeping</span>");
     }
     if locks.is_some() {
-        legend.push_str("<span><i style=\"background:#d62728\"></i>waiting for a lock (a lane's middle strip)</span><span><i style=\"background:#4e79a7\"></i>holding it after a contended acquisition (bottom strip, coloured by lock and call site)</span>");
+        legend.push_str("<span><i style=\"background:#d62728\"></i>waiting for a lock (a lane's middle strip)</span><span><i style=\"background:#d62728;outline:2px solid #000;outline-offset:-1px\"></i>a wait on the critical path (outlined in black)</span><span><i style=\"background:#4e79a7\"></i>holding it after a contended acquisition (bottom strip, coloured by lock and call site)</span>");
     }
     legend.push_str("</p>\n");
     out.push_str(&legend);
@@ -1196,6 +1216,12 @@ fn threads_over_time(
     if locks.is_some() {
         out.push_str("<p>Lanes are the threads that waited for a lock; uncontended acquisitions are summed by the analysis, not kept, so only contended holds are drawn.</p>\n");
     }
+    if critical_not_drawn > 0 {
+        let _ = writeln!(
+            out,
+            "<p class=\"note\">{critical_not_drawn} critical-path wait(s) are on threads not drawn.</p>"
+        );
+    }
     if more > 0 {
         let _ = writeln!(
             out,
@@ -1203,6 +1229,85 @@ fn threads_over_time(
             p.options.timeline_threads
         );
     }
+}
+
+/// The critical path's lock waits of one lane: per pixel column the ns waited, and the waits
+/// counted at the first column they cover (so that the marks' counts add up to the waits).
+struct CriticalLane {
+    ns: Vec<u64>,
+    waits: Vec<u64>,
+}
+
+impl CriticalLane {
+    fn new() -> CriticalLane {
+        CriticalLane {
+            ns: vec![0; PLOT_W],
+            waits: vec![0; PLOT_W],
+        }
+    }
+    fn add(&mut self, axis: &Axis, a: u64, b: u64) {
+        let mut first = true;
+        axis.columns(a, b, |c, inside| {
+            self.ns[c] = self.ns[c].saturating_add(inside);
+            if first {
+                self.waits[c] += 1;
+                first = false;
+            }
+        });
+    }
+}
+
+/// Outlines, over a lane's wait strip, where its waits were on the critical path: one
+/// rectangle per run of cells with such waits, with how many (`data-waits`) and how long.
+fn critical_strip(
+    svg: &mut String,
+    axis: &Axis,
+    lane: &CriticalLane,
+    y: f64,
+    h: f64,
+    thread: &str,
+) {
+    let per = axis.ns_per_column();
+    for (c, end, ()) in runs(|a, b| (lane.ns[a..b].iter().sum::<u64>() > 0).then_some(())) {
+        let waits: u64 = lane.waits[c..end].iter().sum();
+        let ns: u64 = lane.ns[c..end].iter().sum();
+        let _ = write!(
+            svg,
+            "<rect class=\"critical\" data-waits=\"{waits}\" x=\"{}\" y=\"{y:.1}\" width=\"{}\" height=\"{h:.1}\" fill=\"none\" stroke=\"#000\" stroke-width=\"1.5\"><title>{} waited on the critical path: {waits} wait(s), {} ms in {:.3}–{:.3} s</title></rect>",
+            LABEL_W + c as f64,
+            end - c,
+            escape(thread),
+            ms(ns),
+            per * c as f64 / 1e9,
+            per * end as f64 / 1e9
+        );
+    }
+}
+
+/// The sentence above the timeline: how much of the lock waiting was on the critical path.
+fn critical_path_sentence(out: &mut String, r: &LockReport) {
+    let waits = r
+        .holds
+        .iter()
+        .filter(|h| h.on_critical_path && h.contended)
+        .count();
+    if r.critical.events == 0 {
+        return;
+    }
+    let share = if r.summary.wait_ns > 0 {
+        format!(
+            " ({:.1} % of all lock waiting)",
+            r.critical.wait_ns as f64 * 100.0 / r.summary.wait_ns as f64
+        )
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        out,
+        "<p id=\"critical-path\"><strong>The critical path</strong> (the chain of lock holds that set the run's length) has {} event(s); {waits} of them waited, {} ms{share}, outlined in black on the lanes below; the others took their lock free.</p>",
+        r.critical.events,
+        ms(r.critical.wait_ns),
+    );
 }
 
 /// A thread's scheduler states as a strip: per pixel column the state it spent most of the
@@ -2533,8 +2638,25 @@ mod tests {
             options: Options::default(),
         });
         let rects = page.matches("<rect").count();
-        // 32 lanes of 3 strips, within budget; the rest (histogram bars, backgrounds) is small.
-        assert!(rects <= 32 * 3 * MAX_RUNS + 300, "{rects} rectangles");
+        // 32 lanes of 3 strips and the critical path's marks, within budget; the rest
+        // (histogram bars, backgrounds) is small.
+        assert!(rects <= 32 * 4 * MAX_RUNS + 300, "{rects} rectangles");
+        // Every other hold is on the critical path: the marks count those of the 32 lanes
+        // drawn (each lane's threads' holds are 1 in 64), and the rest is said.
+        let marked: u64 = page
+            .split("<rect class=\"critical\" data-waits=\"")
+            .skip(1)
+            .map(|r| r[..r.find('"').unwrap()].parse::<u64>().unwrap())
+            .sum();
+        assert_eq!(
+            marked,
+            holds / 2 / 2,
+            "half the threads' critical waits are drawn"
+        );
+        assert!(page.contains(&format!(
+            "{} critical-path wait(s) are on threads not drawn",
+            holds / 4
+        )));
         assert!(rects > 32 * 3 * 50, "the strips were drawn: {rects}");
         assert!(page.len() < 4 << 20, "{} bytes", page.len());
         assert!(page.contains("32 more thread(s) are not drawn"));

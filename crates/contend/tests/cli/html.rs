@@ -27,6 +27,14 @@ fn page_of(dir: &Path, name: &str) -> String {
     page
 }
 
+/// The critical-path waits the timeline outlines: the sum of its marks' `data-waits`.
+fn critical_marks(page: &str) -> u64 {
+    page.split("<rect class=\"critical\" data-waits=\"")
+        .skip(1)
+        .map(|r| r[..r.find('"').unwrap()].parse::<u64>().unwrap())
+        .sum()
+}
+
 /// What every page is: one HTML5 document, its scripts inline, nothing fetched.
 fn assert_self_contained(page: &str) {
     assert!(page.starts_with("<!DOCTYPE html>"), "{}", &page[..100]);
@@ -75,6 +83,19 @@ fn the_locks_fixture_page_names_its_lock_call_site_threads_and_findings() {
         "waited for hot_lock (0x564956446200) at update_shared_counter (planted_hold.c:147):"
     ));
     assert!(page.contains("mostly running in"), "scheduler states drawn");
+    // The critical path on the timeline: its lock waits outlined, as many as the report's
+    // critical-path events that waited (14 of its 21), and their share said above it.
+    let json = crate::common::report_json(tmp.path(), &["locks"]);
+    let critical = &json["locks"]["critical"];
+    assert_eq!(
+        (critical["events"].as_u64(), critical["contended"].as_u64()),
+        (Some(21), Some(14))
+    );
+    assert_eq!(critical_marks(&page), 14);
+    assert!(page.contains(
+        "<p id=\"critical-path\"><strong>The critical path</strong> (the chain of lock holds that set the run's length) has 21 event(s); 14 of them waited, 50.544 ms (91.7 % of all lock waiting)"
+    ));
+    assert!(page.contains("a wait on the critical path (outlined in black)"));
     // The flame graph of its lock waits (what --folded writes): each lock's root frame with
     // its call site under it, as wide as its share of the wait time (50.544 ms of 55.120).
     let flame = section_of(&page, "flame");
@@ -483,6 +504,13 @@ fn chromium_shows_every_fixture_page_with_no_script_error() {
         assert_ran_cleanly(&dom, &log);
         for e in expected {
             assert!(dom.contains(e), "{name}: {e:?} not in the DOM");
+        }
+        if name == "locks" {
+            assert_eq!(
+                critical_marks(&dom),
+                14,
+                "the critical path's waits in the DOM"
+            );
         }
         // The tables and charts are there after the script ran (it sorts, never removes).
         assert!(dom.contains("<section id=\"overview\">"), "{name}");
