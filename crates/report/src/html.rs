@@ -272,6 +272,7 @@ footer{color:var(--muted);font-size:.85em;padding:1em 1.2em;border-top:1px solid
  section{break-inside:auto}
  table,figure,.chart{break-inside:avoid}
  .chart{overflow:visible}
+ .chart svg{max-width:100%!important;height:auto}
  body{font-size:11px}
 }
 "#;
@@ -667,14 +668,29 @@ fn findings(p: &Page<'_>) -> Vec<String> {
             .filter(|s| s.critical.wait_ns > 0)
             .max_by_key(|s| s.critical.wait_ns)
         {
+            let site = top
+                .sites
+                .iter()
+                .filter(|s| s.critical_wait_ns > 0)
+                .max_by_key(|s| s.critical_wait_ns)
+                .map_or(String::new(), |s| {
+                    format!(
+                        ", most at {} ({} ms)",
+                        l.naming.site(s.site),
+                        ms(s.critical_wait_ns)
+                    )
+                });
             found.push(format!(
-                "On the critical path, the most waiting was for {}: {} ms in {} event(s); without those waits the run would take about {} ms (an upper bound on what removing the lock gains).",
+                "On the critical path, the most waiting was for {}: {} ms in {} event(s){site}; without those waits the run would take about {} ms (an upper bound on what removing the lock gains).",
                 l.naming.lock(top.lock),
                 ms(top.critical.wait_ns),
                 top.critical.events,
                 ms(top.what_if_ns)
             ));
         }
+    }
+    if let Some(line) = p.waits.as_ref().and_then(waits::headline) {
+        found.push(line);
     }
     if let Some(m) = &p.mpi {
         if let Some(line) = mpi_headline(m) {
@@ -1719,6 +1735,7 @@ fn locks(out: &mut String, p: &Page<'_>) {
         sites,
         max_rows,
     );
+    who_made_whom_wait(out, r, naming, max_rows);
     let waited: Vec<&analysis::locks::LockStats> = r
         .locks
         .iter()
@@ -1809,6 +1826,69 @@ fn locks(out: &mut String, p: &Page<'_>) {
         );
     }
     out.push_str("</section>\n");
+}
+
+/// Per (waiting thread, holding thread, lock): the contended acquisitions of the lock probe,
+/// each charged to the thread that held the lock last before the waiter got it
+/// (`analysis::locks::previous_owners`, the critical path's rule).
+fn who_made_whom_wait(out: &mut String, r: &LockReport, naming: &LockNaming, max_rows: usize) {
+    let owners = analysis::locks::previous_owners(&r.holds);
+    let mut pairs: BTreeMap<(usize, usize, analysis::locks::LockKey), (u64, u64)> = BTreeMap::new();
+    let mut unknown = 0u64;
+    for (h, owner) in r.holds.iter().zip(&owners) {
+        if !h.contended {
+            continue;
+        }
+        match owner {
+            Some(o) => {
+                let e = pairs
+                    .entry((h.thread, r.holds[*o].thread, h.lock))
+                    .or_default();
+                e.0 += 1;
+                e.1 = e.1.saturating_add(h.wait_ns());
+            }
+            None => unknown += 1,
+        }
+    }
+    if pairs.is_empty() {
+        return;
+    }
+    let thread = |i: usize| {
+        r.threads
+            .get(i)
+            .map_or_else(|| "?".to_string(), |t| format!("{} {}", t.name, t.tid))
+    };
+    let mut rows: Vec<(u64, Vec<Cell>)> = pairs
+        .into_iter()
+        .map(|((waiter, holder, lock), (waits, ns))| {
+            (
+                ns,
+                vec![
+                    text(thread(waiter)),
+                    text(thread(holder)),
+                    text(naming.lock(lock)),
+                    int(waits),
+                    ms_cell(ns),
+                ],
+            )
+        })
+        .collect();
+    rows.sort_by_key(|r| std::cmp::Reverse(r.0));
+    table(
+        out,
+        "who-table",
+        "Who made whom wait (each contended acquisition charged to the thread that held the lock just before)",
+        &["waiting thread", "holding thread", "lock", "waits", "wait (ms)"],
+        &[3, 4],
+        rows.into_iter().map(|(_, r)| r).collect(),
+        max_rows,
+    );
+    if unknown > 0 {
+        let _ = writeln!(
+            out,
+            "<p class=\"note\">{unknown} contended acquisition(s) have no recorded holder before them (the hold was not recorded, or began before the recording).</p>"
+        );
+    }
 }
 
 // ---- activity ----
@@ -2306,20 +2386,24 @@ fn sharing(out: &mut String, s: Option<&SharingPage<'_>>, options: &Options) {
     out.push_str("</section>\n");
 }
 
-/// A line's bytes in one row, each coloured by the thread that touched it (one colour per
-/// thread; dark red where several did, hatched where one of them wrote), with the fields
-/// outlined and named by offset, and whether each is truly shared.
+/// A line's bytes in two rows, the top one coloured by the threads that read each byte, the
+/// bottom one by those that wrote it (one colour per thread; dark red where several did), with
+/// the fields outlined (dark red when truly shared) and their readers and writers in tooltips.
 fn byte_layout(l: &LineReport) -> String {
     let size = l.line_size as usize;
     let cell = 12.0;
-    let (left, top) = (10.0, 24.0);
+    let (left, top) = (48.0, 24.0);
     let width = left + cell * size as f64 + 20.0;
     let height = top + cell * 2.0 + 40.0;
     let mut svg = String::new();
     let _ = write!(
         svg,
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"byte-layout\" width=\"{width:.0}\" height=\"{height:.0}\" font-family=\"sans-serif\" font-size=\"10\"><rect width=\"100%\" height=\"100%\" fill=\"white\"/><text x=\"{left}\" y=\"14\" font-size=\"12\">Bytes of {:#x} by the thread that touched them</text>",
-        l.address
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"byte-layout\" width=\"{width:.0}\" height=\"{height:.0}\" font-family=\"sans-serif\" font-size=\"10\"><rect width=\"100%\" height=\"100%\" fill=\"white\"/><text x=\"{left}\" y=\"14\" font-size=\"12\">Bytes of {:#x} by the thread that touched them</text><text x=\"{:.0}\" y=\"{:.1}\" text-anchor=\"end\">read</text><text x=\"{:.0}\" y=\"{:.1}\" text-anchor=\"end\">written</text>",
+        l.address,
+        left - 4.0,
+        top + cell * 0.75,
+        left - 4.0,
+        top + cell * 1.75
     );
     for b in 0..size {
         let mut readers = Vec::new();
@@ -2334,7 +2418,8 @@ fn byte_layout(l: &LineReport) -> String {
         let mut touched: Vec<u16> = readers.iter().chain(&writers).copied().collect();
         touched.sort_unstable();
         touched.dedup();
-        let fill = match touched.as_slice() {
+        // One colour per thread; several threads in dark red.
+        let fill = |v: &[u16]| match v {
             [] => "#f2f2f2".to_string(),
             [t] => PALETTE[usize::from(*t) % PALETTE.len()].to_string(),
             _ => "#7f0000".to_string(),
@@ -2362,12 +2447,18 @@ fn byte_layout(l: &LineReport) -> String {
                 }
             )
         };
-        let _ = write!(
-            svg,
-            "<rect x=\"{:.1}\" y=\"{top}\" width=\"{cell}\" height=\"{cell}\" fill=\"{fill}\" stroke=\"white\" stroke-width=\"0.5\"><title>{}</title></rect>",
-            left + cell * b as f64,
-            escape(&tip)
-        );
+        // The top row by the threads that only read the byte, the bottom row by those that
+        // wrote it.
+        for (row, who) in [&readers, &writers].into_iter().enumerate() {
+            let _ = write!(
+                svg,
+                "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{cell}\" height=\"{cell}\" fill=\"{}\" stroke=\"white\" stroke-width=\"0.5\"><title>{}</title></rect>",
+                left + cell * b as f64,
+                top + cell * row as f64,
+                fill(who),
+                escape(&tip)
+            );
+        }
         if b % 8 == 0 {
             let _ = write!(
                 svg,

@@ -96,6 +96,33 @@ fn the_locks_fixture_page_names_its_lock_call_site_threads_and_findings() {
         "<p id=\"critical-path\"><strong>The critical path</strong> (the chain of lock holds that set the run's length) has 21 event(s); 14 of them waited, 50.544 ms (91.7 % of all lock waiting)"
     ));
     assert!(page.contains("a wait on the critical path (outlined in black)"));
+    assert!(page.contains(
+        "On the critical path, the most waiting was for hot_lock (0x564956446200): 50.544 ms in 21 event(s), most at update_shared_counter (planted_hold.c:147) (50.544 ms)"
+    ));
+    // Who made whom wait: the 14 contended acquisitions of hot_lock charged to the three
+    // holders in turn (never a thread to itself); warm_lock's one has no holder recorded.
+    let who = &page[page.find("id=\"who-table\"").unwrap()..];
+    let who = &who[..who.find("</table>").unwrap()];
+    let rows: Vec<&str> = who.split("<tr><td>").skip(1).collect();
+    let waits: u64 = rows
+        .iter()
+        .map(|r| {
+            let at = r.find("class=\"num\" data-v=\"").unwrap() + 20;
+            r[at..at + r[at..].find('"').unwrap()]
+                .parse::<u64>()
+                .unwrap()
+        })
+        .sum();
+    assert_eq!(waits, 14, "{who}");
+    assert!(
+        rows.iter().all(|r| r.contains("hot_lock (0x564956446200)")),
+        "{who}"
+    );
+    for r in &rows {
+        let cells: Vec<&str> = r.split("</td><td>").take(2).collect();
+        assert_ne!(cells[0], cells[1], "a thread waited for itself: {r}");
+    }
+    assert!(page.contains("1 contended acquisition(s) have no recorded holder before them"));
     // The flame graph of its lock waits (what --folded writes): each lock's root frame with
     // its call site under it, as wide as its share of the wait time (50.544 ms of 55.120).
     let flame = section_of(&page, "flame");
@@ -162,6 +189,15 @@ fn the_sharing_fixture_page_lays_out_the_hot_line_and_its_fix() {
     assert!(page.contains("Fix: put ["), "the fix hint");
     assert!(page.contains("class=\"byte-layout\""));
     assert!(page.contains("Bytes of 0x55f0258ae1c0 by the thread that touched them"));
+    // The layout's two rows: the bytes read, the bytes written, each by its threads' colours.
+    let layout = &page[page.find("class=\"byte-layout\"").unwrap()..];
+    let layout = &layout[..layout.find("</svg>").unwrap()];
+    assert!(layout.contains(">read</text>") && layout.contains(">written</text>"));
+    assert_eq!(
+        layout.matches("<rect x=").count() - layout.matches("fill=\"none\"").count(),
+        2 * 64 + 3,
+        "two rows of 64 bytes and a legend of 3 colours"
+    );
     assert!(page.contains("Locks were not recorded in this run"));
     assert!(page.contains("MPI was not recorded in this run"));
 }
@@ -778,6 +814,13 @@ fn chromium_shows_a_std_mutexs_waits_at_its_line() {
             "<td class=\"num\" data-v=\"{waited}\">{waited}</td>"
         )),
         "{row} against {waited} waits"
+    );
+    // The overview's findings say it in words.
+    assert!(
+        section_of(&dom, "overview")
+            .contains("Futex waits (of any runtime, from the scheduler): the longest on "),
+        "{}",
+        section_of(&dom, "overview")
     );
     // The other blocks by the kernel function the scheduler named, and the threads.
     assert!(waits.contains("id=\"wait-thread-table\""), "{waits}");

@@ -278,3 +278,38 @@ fn share(part: u64, whole: u64) -> Cell {
     let f = part as f64 / whole as f64;
     super::num(f, format!("{:.1} %", f * 100.0))
 }
+
+/// The futex word waited on longest, in words with its time and where, for the overview's
+/// findings; `None` without timed futex waits.
+pub(super) fn headline(w: &WaitsPage<'_>) -> Option<String> {
+    if !w.ends_traced {
+        return None;
+    }
+    let top = w
+        .report
+        .addresses
+        .iter()
+        .filter(|a| a.total_ns > 0)
+        .max_by_key(|a| a.total_ns)?;
+    let site = top
+        .sites
+        .iter()
+        .filter(|st| st.kind.is_some())
+        .max_by_key(|st| st.total_ns)
+        .map_or(String::new(), |st| {
+            format!(
+                ", most as {} waits at {}",
+                st.kind.map_or_else(String::new, |k| k.to_string()),
+                st.site.as_deref().unwrap_or("?")
+            )
+        });
+    Some(format!(
+        "Futex waits (of any runtime, from the scheduler): the longest on {}, {} ms in {} wait(s) by {} thread(s){site}; {} ms in {} futex wait(s) in all.",
+        crate::waits::word_label(w.names, top.pid, top.uaddr),
+        super::ms(top.total_ns),
+        top.waits,
+        top.threads.len(),
+        super::ms(w.report.futex_ns),
+        w.report.futex_waits
+    ))
+}
