@@ -990,9 +990,13 @@ fn timeline(out: &mut String, p: &Page<'_>) {
         start = start.min(first.ts.saturating_sub(first.length_ns));
         end = end.max(a.timeline[a.timeline.len() - 1].ts);
     }
+    // The lock waits and holds drawn, not the lock report's span: that is the recording's,
+    // whose start-up and teardown would squeeze a short program into a corner of the plot.
     if let Some(l) = locks {
-        start = start.min(l.report.start_ns);
-        end = end.max(l.report.end_ns);
+        for h in &l.report.holds {
+            start = start.min(h.requested_ns);
+            end = end.max(h.released_ns);
+        }
     }
     for c in states.iter().flat_map(|(_, c)| c) {
         start = start.min(c.ts);
@@ -1347,11 +1351,14 @@ fn state_strip(
             State::Sleeping | State::DiskSleep | State::Stopped => 2,
             State::Dead => continue,
         };
-        // The last state lasts until the thread was last seen (else the recording's end).
+        // The last state lasts until the thread was last seen, else (no sampler) the
+        // recording's end. A thread last seen before its last change (it exited between two
+        // samples, its exit not traced) is not drawn past that change: drawn to the end, it
+        // would stay runnable or running long after its process was gone.
         let end = sorted
             .get(i + 1)
             .map(|n| n.ts)
-            .or(until.filter(|&u| u > c.ts))
+            .or(until.map(|u| u.max(c.ts)))
             .unwrap_or(axis.end);
         axis.columns(c.ts, end, |col, inside| {
             ns[col][k] = ns[col][k].saturating_add(inside);
@@ -2751,6 +2758,42 @@ mod tests {
         assert!(rects > 32 * 3 * 50, "the strips were drawn: {rects}");
         assert!(page.len() < 4 << 20, "{} bytes", page.len());
         assert!(page.contains("32 more thread(s) are not drawn"));
+    }
+
+    #[test]
+    fn a_thread_last_seen_before_its_last_change_is_not_drawn_past_it() {
+        let axis = Axis {
+            start: 0,
+            end: PLOT_W as u64 * 100,
+        };
+        let change = |ts, state| StateChange {
+            ts,
+            state,
+            cpu: None,
+            waker: 0,
+        };
+        let changes = [change(0, State::Running), change(10_000, State::Runnable)];
+        let right_end = |until: Option<u64>| {
+            let mut svg = String::new();
+            state_strip(&mut svg, &axis, &changes, until, 0.0, 5.0, "t");
+            svg.split("<rect x=\"")
+                .skip(1)
+                .map(|r| {
+                    let x: f64 = r[..r.find('"').unwrap()].parse().unwrap();
+                    let at = r.find("width=\"").unwrap() + 7;
+                    x + r[at..at + r[at..].find('"').unwrap()]
+                        .parse::<f64>()
+                        .unwrap()
+                })
+                .fold(0.0, f64::max)
+        };
+        // Seen by the sampler until 50 000 ns: runnable until then (column 500).
+        assert_eq!(right_end(Some(50_000)), LABEL_W + 500.0);
+        // Last seen at 5 000 ns, before its change to runnable at 10 000: nothing past it
+        // (it exited untraced), not runnable to the end of the plot.
+        assert_eq!(right_end(Some(5_000)), LABEL_W + 100.0);
+        // No sampler: the recording's end.
+        assert_eq!(right_end(None), LABEL_W + PLOT_W as f64);
     }
 
     #[test]
