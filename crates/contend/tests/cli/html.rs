@@ -931,4 +931,28 @@ fn chromium_draws_the_flame_graph_of_a_std_mutex_run() {
         dom.contains("data-zoomed=\"std_mutex::main::"),
         "the graph names its zoom"
     );
+
+    // With scripts off (a copy whose policy forbids them) the graph is there whole, its
+    // frames' names and tooltips as written, the reset button hidden.
+    let off = tmp.path().join("off.html");
+    std::fs::write(
+        &off,
+        page.replacen(
+            "<head>",
+            "<head><meta http-equiv=\"Content-Security-Policy\" content=\"script-src 'none'\">",
+            1,
+        ),
+    )
+    .unwrap();
+    let (dom, _) = dump_dom(&off);
+    assert!(!dom.contains("data-js=\"ok\""), "scripts ran");
+    let flame = section_of(&dom, "flame");
+    assert!(!flame.contains("data-zoomed"));
+    assert!(
+        flame.contains(&format!("/std_mutex.rs:{line})\n")),
+        "{flame}"
+    );
+    assert!(flame.contains(
+        "<div class=\"zoom js-only\"><button type=\"button\" data-flame-reset=\"flame-graph\">"
+    ));
 }
