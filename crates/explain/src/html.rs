@@ -27,6 +27,18 @@ impl Run {
                 coverage: &l.coverage,
             }),
             locks_not_measured: self.locks_not_measured(),
+            waits: self.waits.as_ref().map(|w| report::html::WaitsPage {
+                report: &w.report,
+                names: &w.names,
+                thread_names: &w.thread_names,
+                ends_traced: w.ends_traced,
+                stacks_recorded: w.stacks_recorded,
+            }),
+            waits_not_measured: self.waits_not_measured(),
+            folded: self.wait_profile().map_or_else(Vec::new, |p| {
+                // The options are the profile's own: `fold` fails on nothing else.
+                export::folded::fold(&p, &folded_options(&p)).unwrap_or_default()
+            }),
             off_cpu: self.off_cpu_blocked(),
             mpi: self.mpi.as_ref().map(|m| report::html::MpiPage {
                 run: &m.run,
@@ -36,6 +48,42 @@ impl Run {
             notices: self.notices.iter().map(|n| n.0.clone()).collect(),
             options,
         }
+    }
+}
+
+impl Run {
+    /// The wait time by call stack, as one profile (`report --pprof` and `--folded` write it,
+    /// the page draws it as a flame graph): the probe's lock waits per call site under
+    /// `[lock NAME]`, and the futex waits with their unwound user stacks under
+    /// `[futex wait WORD KIND]`. `None` when the run has neither.
+    pub fn wait_profile(&self) -> Option<export::pprof::Profile> {
+        let wait_samples = self.waits.as_ref().map_or_else(Vec::new, |w| {
+            report::waits::profile_samples(&w.report, &w.stacks, &w.names)
+        });
+        if self.locks.is_none() && wait_samples.is_empty() {
+            return None;
+        }
+        let mut profile = match &self.locks {
+            Some(l) => report::lock_exports::profile(&l.report, &l.naming),
+            None => export::pprof::Profile::lock_contention(),
+        };
+        if !wait_samples.is_empty() {
+            profile.comments.push(
+                "contend futex waits: blocked futex waits from their user stacks, rooted at [futex wait WORD KIND]".into(),
+            );
+            profile.samples.extend(wait_samples);
+        }
+        Some(profile)
+    }
+}
+
+/// How `report --folded` folds the wait profile, and the page's flame graph with it: the
+/// wait time (`delay`), each frame with its file:line.
+pub fn folded_options(profile: &export::pprof::Profile) -> export::folded::Options {
+    export::folded::Options {
+        value_index: profile.value_index("delay").unwrap_or(1),
+        module: false,
+        file_line: true,
     }
 }
 

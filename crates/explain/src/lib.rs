@@ -10,7 +10,7 @@
 
 pub mod activity;
 mod error;
-mod html;
+pub mod html;
 pub mod json;
 pub mod locks;
 pub mod mpi;

@@ -47,6 +47,25 @@ pub fn write(
     options: &Options,
     mut out: impl Write,
 ) -> Result<usize, ExportError> {
+    let stacks = fold(profile, options)?;
+    let mut buf = Vec::new();
+    for (stack, total) in &stacks {
+        buf.extend_from_slice(stack.as_bytes());
+        writeln!(buf, " {total}")?;
+        if buf.len() >= 1 << 16 {
+            out.write_all(&buf)?;
+            buf.clear();
+        }
+    }
+    out.write_all(&buf)?;
+    out.flush()?;
+    Ok(stacks.len())
+}
+
+/// The folded stacks [`write`] writes, as `(stack, total)`: frames root first joined by `;`,
+/// sorted bytewise, totals above zero only (what a flame graph drawn elsewhere reads, e.g.
+/// the report page's). Fails when the profile has no such value.
+pub fn fold(profile: &Profile, options: &Options) -> Result<Vec<(String, i64)>, ExportError> {
     let n = profile.sample_types.len();
     if options.value_index >= n && !profile.samples.is_empty() {
         return Err(ExportError::invalid(format!(
@@ -72,28 +91,18 @@ pub fn write(
         let total = stacks.entry(key).or_insert(0);
         *total = total.saturating_add(v);
     }
-    let mut lines = 0;
-    let mut buf = Vec::new();
-    for (stack, total) in stacks {
-        if total <= 0 {
-            continue;
-        }
-        if stack.is_empty() {
-            // A sample without frames still has its width; name it like perf does.
-            buf.extend_from_slice(b"[unknown]");
-        } else {
-            buf.extend_from_slice(stack.as_bytes());
-        }
-        writeln!(buf, " {total}")?;
-        lines += 1;
-        if buf.len() >= 1 << 16 {
-            out.write_all(&buf)?;
-            buf.clear();
-        }
-    }
-    out.write_all(&buf)?;
-    out.flush()?;
-    Ok(lines)
+    Ok(stacks
+        .into_iter()
+        .filter(|&(_, total)| total > 0)
+        // A sample without frames still has its width; name it like perf does.
+        .map(|(stack, total)| {
+            if stack.is_empty() {
+                ("[unknown]".to_string(), total)
+            } else {
+                (stack, total)
+            }
+        })
+        .collect())
 }
 
 /// The folded name of one frame.

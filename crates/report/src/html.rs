@@ -19,12 +19,15 @@ use crate::sharing::{Naming as SharingNaming, ProcessLine};
 use analysis::locks::LockReport;
 use analysis::mpi::MpiRun;
 use analysis::sharing::{LineReport, SharingReport};
-use std::collections::BTreeMap;
+use analysis::waits::WaitReport;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 use trace::sched::{State, StateChange};
 
 mod diff;
+mod flame;
 mod scale;
+mod waits;
 pub use diff::render_diff;
 pub use scale::render_scale;
 
@@ -42,6 +45,14 @@ pub struct Page<'a> {
     pub locks: Option<LocksPage<'a>>,
     /// Why the locks asked for were not measured (the probe loaded in no process).
     pub locks_not_measured: Option<&'a str>,
+    /// The blocked futex waits of any runtime and the other blocks (`--locks` runs).
+    pub waits: Option<WaitsPage<'a>>,
+    /// Why the waits asked for were not recorded (perf refused).
+    pub waits_not_measured: Option<&'a str>,
+    /// The wait time by call stack as `contend report --folded` writes it (stack root first,
+    /// frames joined by `;`, and its ns): the probe's lock waits under `[lock NAME]`, the
+    /// futex waits with their user stacks under `[futex wait WORD KIND]`.
+    pub folded: Vec<(String, i64)>,
     /// What the off-CPU recorder saw of the blocked time (the activity line's futex waits and
     /// other blocks), when it ran.
     pub off_cpu: Option<crate::activity::OffCpuBlocked>,
@@ -56,6 +67,17 @@ pub struct LocksPage<'a> {
     pub report: &'a LockReport,
     pub naming: &'a LockNaming,
     pub coverage: &'a Coverage,
+}
+
+pub struct WaitsPage<'a> {
+    pub report: &'a WaitReport,
+    /// (pid, futex word) -> the global or heap block it lies in.
+    pub names: &'a HashMap<(u32, u64), String>,
+    pub thread_names: &'a HashMap<u32, String>,
+    /// The sched tracepoints ended the blocks (else the waits have no length).
+    pub ends_traced: bool,
+    /// Some block was recorded with its user stack.
+    pub stacks_recorded: bool,
 }
 
 pub struct MpiPage<'a> {
@@ -134,6 +156,8 @@ pub fn render(p: &Page<'_>) -> String {
             ("overview", "Overview"),
             ("timeline", "Timeline"),
             ("locks", "Locks"),
+            ("flame", "Flame graph"),
+            ("waits", "Waits"),
             ("activity", "Activity"),
             ("mpi", "MPI"),
             ("sharing", "Sharing"),
@@ -143,6 +167,8 @@ pub fn render(p: &Page<'_>) -> String {
     overview(&mut out, p);
     timeline(&mut out, p);
     locks(&mut out, p);
+    flame::section(&mut out, &p.folded);
+    waits::section(&mut out, p);
     activity(&mut out, p);
     mpi(&mut out, p);
     sharing(&mut out, p.sharing.as_ref(), &p.options);
@@ -246,6 +272,7 @@ footer{color:var(--muted);font-size:.85em;padding:1em 1.2em;border-top:1px solid
  section{break-inside:auto}
  table,figure,.chart{break-inside:avoid}
  .chart{overflow:visible}
+ .chart svg{max-width:100%!important;height:auto}
  body{font-size:11px}
 }
 "#;
@@ -355,6 +382,37 @@ Array.prototype.forEach.call(document.querySelectorAll("[data-zoom]"),function(b
    if(what==="reset"){z.reset();}else{z.zoom(what==="in"?2:0.5,0.5,0.5);}
   });
  });
+});
+// The flame graph: a click on a frame draws its subtree across the whole width, its callers
+// as a path on top (dimmed) and the rest hidden; the root (or "reset zoom") draws it whole.
+// Frames are placed by their start and width in ns (data-s, data-ns): exact containment.
+Array.prototype.forEach.call(document.querySelectorAll("svg.flame"),function(svg){
+ var W=Number(svg.getAttribute("width")),cw=Number(svg.getAttribute("data-char-w"))||6.7;
+ var fr=Array.prototype.map.call(svg.querySelectorAll("g.f"),function(g){
+  var t=g.querySelector("title");
+  return {g:g,d:Number(g.getAttribute("data-d")),s:Number(g.getAttribute("data-s")),n:Number(g.getAttribute("data-ns")),r:g.querySelector("rect"),t:g.querySelector("text"),name:t?t.textContent.split("\n")[0]:""};
+ });
+ var top=fr.filter(function(o){return o.d===0;})[0];
+ if(!top||!(top.n>0)){return;}
+ function fit(n,c){if(n.length<=c){return n;}if(c<3){return "";}return n.slice(0,c-1)+"\u2026";}
+ function zoom(f){
+  fr.forEach(function(o){
+   var nx=0,nw=W,show=true,up=false;
+   if(o.d<f.d){up=true;show=o.s<=f.s&&o.s+o.n>=f.s+f.n;}
+   else if(o.s>=f.s&&o.s+o.n<=f.s+f.n){nx=(o.s-f.s)*W/f.n;nw=o.n*W/f.n;}
+   else{show=false;}
+   o.g.style.display=show?"":"none";
+   if(!show){return;}
+   o.g.style.opacity=up?"0.6":"";
+   o.r.setAttribute("x",nx.toFixed(2));o.r.setAttribute("width",nw.toFixed(2));
+   o.t.setAttribute("x",(nx+3).toFixed(2));
+   o.t.textContent=fit(o.name,Math.max(0,Math.floor((nw-6)/cw)));
+  });
+  svg.setAttribute("data-zoomed",f===top?"":f.name);
+ }
+ fr.forEach(function(o){o.g.style.cursor="pointer";o.g.addEventListener("click",function(){zoom(o);});});
+ Array.prototype.forEach.call(document.querySelectorAll("button[data-flame-reset=\""+svg.id+"\"]"),function(b){b.addEventListener("click",function(){zoom(top);});});
+ window.addEventListener("beforeprint",function(){zoom(top);});
 });
 window.addEventListener("load",function(){root.setAttribute("data-load-ms",String(Math.round(performance.now())));});
 root.setAttribute("data-js","ok");
@@ -610,14 +668,29 @@ fn findings(p: &Page<'_>) -> Vec<String> {
             .filter(|s| s.critical.wait_ns > 0)
             .max_by_key(|s| s.critical.wait_ns)
         {
+            let site = top
+                .sites
+                .iter()
+                .filter(|s| s.critical_wait_ns > 0)
+                .max_by_key(|s| s.critical_wait_ns)
+                .map_or(String::new(), |s| {
+                    format!(
+                        ", most at {} ({} ms)",
+                        l.naming.site(s.site),
+                        ms(s.critical_wait_ns)
+                    )
+                });
             found.push(format!(
-                "On the critical path, the most waiting was for {}: {} ms in {} event(s); without those waits the run would take about {} ms (an upper bound on what removing the lock gains).",
+                "On the critical path, the most waiting was for {}: {} ms in {} event(s){site}; without those waits the run would take about {} ms (an upper bound on what removing the lock gains).",
                 l.naming.lock(top.lock),
                 ms(top.critical.wait_ns),
                 top.critical.events,
                 ms(top.what_if_ns)
             ));
         }
+    }
+    if let Some(line) = p.waits.as_ref().and_then(waits::headline) {
+        found.push(line);
     }
     if let Some(m) = &p.mpi {
         if let Some(line) = mpi_headline(m) {
@@ -787,7 +860,8 @@ impl Lane {
 }
 
 /// At most this many rectangles per strip: a run of any length gives a timeline of bounded size
-/// (32 lanes × 3 strips × 160 rectangles of about 250 bytes: under 4 MB).
+/// (32 lanes × 4 strips, the critical path's marks included, × 160 rectangles of about 250
+/// bytes: under 5 MB).
 const MAX_RUNS: usize = 160;
 
 /// The strip's runs: cells of 1, 2, 4… columns (as few as keep the runs within [`MAX_RUNS`]),
@@ -916,9 +990,13 @@ fn timeline(out: &mut String, p: &Page<'_>) {
         start = start.min(first.ts.saturating_sub(first.length_ns));
         end = end.max(a.timeline[a.timeline.len() - 1].ts);
     }
+    // The lock waits and holds drawn, not the lock report's span: that is the recording's,
+    // whose start-up and teardown would squeeze a short program into a corner of the plot.
     if let Some(l) = locks {
-        start = start.min(l.report.start_ns);
-        end = end.max(l.report.end_ns);
+        for h in &l.report.holds {
+            start = start.min(h.requested_ns);
+            end = end.max(h.released_ns);
+        }
     }
     for c in states.iter().flat_map(|(_, c)| c) {
         start = start.min(c.ts);
@@ -926,6 +1004,9 @@ fn timeline(out: &mut String, p: &Page<'_>) {
     }
     if start < end {
         let axis = Axis { start, end };
+        if let Some(l) = locks {
+            critical_path_sentence(out, l.report);
+        }
         out.push_str("<p>Each row is drawn in pixel columns: a column's shade is the share of its time in the state, its tooltip names what took most of it.</p>\n");
         threads_over_time(out, p, &axis, activity, locks);
     } else if activity.is_some() || locks.is_some() || !states.is_empty() {
@@ -1056,12 +1137,16 @@ fn threads_over_time(
             );
         }
     }
+    // Critical-path waits of threads beyond the lanes drawn.
+    let mut critical_not_drawn = 0usize;
     if let Some(l) = locks {
         // Labels: `LOCK at SITE` per (lock, site) met, numbered.
         let mut label_of: BTreeMap<(analysis::locks::LockKey, Option<u64>), u32> = BTreeMap::new();
         let mut labels: Vec<String> = Vec::new();
         let mut wait_lanes: Vec<Lane> = lanes.iter().map(|_| Lane::new()).collect();
         let mut hold_lanes: Vec<Lane> = lanes.iter().map(|_| Lane::new()).collect();
+        let mut critical_lanes: Vec<CriticalLane> =
+            lanes.iter().map(|_| CriticalLane::new()).collect();
         let lane_of: BTreeMap<usize, usize> = lanes
             .iter()
             .enumerate()
@@ -1069,6 +1154,7 @@ fn threads_over_time(
             .collect();
         for h in &l.report.holds {
             let Some(&k) = lane_of.get(&h.thread) else {
+                critical_not_drawn += usize::from(h.on_critical_path && h.contended);
                 continue;
             };
             let next = labels.len() as u32;
@@ -1082,6 +1168,9 @@ fn threads_over_time(
             });
             if h.acquired_ns > h.requested_ns {
                 wait_lanes[k].add(axis, h.requested_ns, h.acquired_ns, label);
+            }
+            if h.on_critical_path && h.contended {
+                critical_lanes[k].add(axis, h.requested_ns, h.acquired_ns.max(h.requested_ns + 1));
             }
             hold_lanes[k].add(
                 axis,
@@ -1107,6 +1196,14 @@ fn threads_over_time(
                 &format!("{thread} waited for"),
                 &labels,
             );
+            critical_strip(
+                &mut svg,
+                axis,
+                &critical_lanes[k],
+                y + 0.5 + lane_h / 3.0,
+                strip,
+                &thread,
+            );
             draw_lane(
                 &mut svg,
                 axis,
@@ -1126,7 +1223,7 @@ fn threads_over_time(
         legend.push_str("<span><i style=\"background:#1f77b4\"></i>running</span><span><i style=\"background:#ff7f0e\"></i>runnable (waiting for a CPU)</span><span><i style=\"background:#c7c7c7\"></i>blocked or sleeping</span>");
     }
     if locks.is_some() {
-        legend.push_str("<span><i style=\"background:#d62728\"></i>waiting for a lock (a lane's middle strip)</span><span><i style=\"background:#4e79a7\"></i>holding it after a contended acquisition (bottom strip, coloured by lock and call site)</span>");
+        legend.push_str("<span><i style=\"background:#d62728\"></i>waiting for a lock (a lane's middle strip)</span><span><i style=\"background:#d62728;outline:2px solid #000;outline-offset:-1px\"></i>a wait on the critical path (outlined in black)</span><span><i style=\"background:#4e79a7\"></i>holding it after a contended acquisition (bottom strip, coloured by lock and call site)</span>");
     }
     legend.push_str("</p>\n");
     out.push_str(&legend);
@@ -1139,6 +1236,12 @@ fn threads_over_time(
     if locks.is_some() {
         out.push_str("<p>Lanes are the threads that waited for a lock; uncontended acquisitions are summed by the analysis, not kept, so only contended holds are drawn.</p>\n");
     }
+    if critical_not_drawn > 0 {
+        let _ = writeln!(
+            out,
+            "<p class=\"note\">{critical_not_drawn} critical-path wait(s) are on threads not drawn.</p>"
+        );
+    }
     if more > 0 {
         let _ = writeln!(
             out,
@@ -1146,6 +1249,85 @@ fn threads_over_time(
             p.options.timeline_threads
         );
     }
+}
+
+/// The critical path's lock waits of one lane: per pixel column the ns waited, and the waits
+/// counted at the first column they cover (so that the marks' counts add up to the waits).
+struct CriticalLane {
+    ns: Vec<u64>,
+    waits: Vec<u64>,
+}
+
+impl CriticalLane {
+    fn new() -> CriticalLane {
+        CriticalLane {
+            ns: vec![0; PLOT_W],
+            waits: vec![0; PLOT_W],
+        }
+    }
+    fn add(&mut self, axis: &Axis, a: u64, b: u64) {
+        let mut first = true;
+        axis.columns(a, b, |c, inside| {
+            self.ns[c] = self.ns[c].saturating_add(inside);
+            if first {
+                self.waits[c] += 1;
+                first = false;
+            }
+        });
+    }
+}
+
+/// Outlines, over a lane's wait strip, where its waits were on the critical path: one
+/// rectangle per run of cells with such waits, with how many (`data-waits`) and how long.
+fn critical_strip(
+    svg: &mut String,
+    axis: &Axis,
+    lane: &CriticalLane,
+    y: f64,
+    h: f64,
+    thread: &str,
+) {
+    let per = axis.ns_per_column();
+    for (c, end, ()) in runs(|a, b| (lane.ns[a..b].iter().sum::<u64>() > 0).then_some(())) {
+        let waits: u64 = lane.waits[c..end].iter().sum();
+        let ns: u64 = lane.ns[c..end].iter().sum();
+        let _ = write!(
+            svg,
+            "<rect class=\"critical\" data-waits=\"{waits}\" x=\"{}\" y=\"{y:.1}\" width=\"{}\" height=\"{h:.1}\" fill=\"none\" stroke=\"#000\" stroke-width=\"1.5\"><title>{} waited on the critical path: {waits} wait(s), {} ms in {:.3}–{:.3} s</title></rect>",
+            LABEL_W + c as f64,
+            end - c,
+            escape(thread),
+            ms(ns),
+            per * c as f64 / 1e9,
+            per * end as f64 / 1e9
+        );
+    }
+}
+
+/// The sentence above the timeline: how much of the lock waiting was on the critical path.
+fn critical_path_sentence(out: &mut String, r: &LockReport) {
+    let waits = r
+        .holds
+        .iter()
+        .filter(|h| h.on_critical_path && h.contended)
+        .count();
+    if r.critical.events == 0 {
+        return;
+    }
+    let share = if r.summary.wait_ns > 0 {
+        format!(
+            " ({:.1} % of all lock waiting)",
+            r.critical.wait_ns as f64 * 100.0 / r.summary.wait_ns as f64
+        )
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        out,
+        "<p id=\"critical-path\"><strong>The critical path</strong> (the chain of lock holds that set the run's length) has {} event(s); {waits} of them waited, {} ms{share}, outlined in black on the lanes below; the others took their lock free.</p>",
+        r.critical.events,
+        ms(r.critical.wait_ns),
+    );
 }
 
 /// A thread's scheduler states as a strip: per pixel column the state it spent most of the
@@ -1169,11 +1351,14 @@ fn state_strip(
             State::Sleeping | State::DiskSleep | State::Stopped => 2,
             State::Dead => continue,
         };
-        // The last state lasts until the thread was last seen (else the recording's end).
+        // The last state lasts until the thread was last seen, else (no sampler) the
+        // recording's end. A thread last seen before its last change (it exited between two
+        // samples, its exit not traced) is not drawn past that change: drawn to the end, it
+        // would stay runnable or running long after its process was gone.
         let end = sorted
             .get(i + 1)
             .map(|n| n.ts)
-            .or(until.filter(|&u| u > c.ts))
+            .or(until.map(|u| u.max(c.ts)))
             .unwrap_or(axis.end);
         axis.columns(c.ts, end, |col, inside| {
             ns[col][k] = ns[col][k].saturating_add(inside);
@@ -1557,6 +1742,7 @@ fn locks(out: &mut String, p: &Page<'_>) {
         sites,
         max_rows,
     );
+    who_made_whom_wait(out, r, naming, max_rows);
     let waited: Vec<&analysis::locks::LockStats> = r
         .locks
         .iter()
@@ -1649,10 +1835,73 @@ fn locks(out: &mut String, p: &Page<'_>) {
     out.push_str("</section>\n");
 }
 
+/// Per (waiting thread, holding thread, lock): the contended acquisitions of the lock probe,
+/// each charged to the thread that held the lock last before the waiter got it
+/// (`analysis::locks::previous_owners`, the critical path's rule).
+fn who_made_whom_wait(out: &mut String, r: &LockReport, naming: &LockNaming, max_rows: usize) {
+    let owners = analysis::locks::previous_owners(&r.holds);
+    let mut pairs: BTreeMap<(usize, usize, analysis::locks::LockKey), (u64, u64)> = BTreeMap::new();
+    let mut unknown = 0u64;
+    for (h, owner) in r.holds.iter().zip(&owners) {
+        if !h.contended {
+            continue;
+        }
+        match owner {
+            Some(o) => {
+                let e = pairs
+                    .entry((h.thread, r.holds[*o].thread, h.lock))
+                    .or_default();
+                e.0 += 1;
+                e.1 = e.1.saturating_add(h.wait_ns());
+            }
+            None => unknown += 1,
+        }
+    }
+    if pairs.is_empty() {
+        return;
+    }
+    let thread = |i: usize| {
+        r.threads
+            .get(i)
+            .map_or_else(|| "?".to_string(), |t| format!("{} {}", t.name, t.tid))
+    };
+    let mut rows: Vec<(u64, Vec<Cell>)> = pairs
+        .into_iter()
+        .map(|((waiter, holder, lock), (waits, ns))| {
+            (
+                ns,
+                vec![
+                    text(thread(waiter)),
+                    text(thread(holder)),
+                    text(naming.lock(lock)),
+                    int(waits),
+                    ms_cell(ns),
+                ],
+            )
+        })
+        .collect();
+    rows.sort_by_key(|r| std::cmp::Reverse(r.0));
+    table(
+        out,
+        "who-table",
+        "Who made whom wait (each contended acquisition charged to the thread that held the lock just before)",
+        &["waiting thread", "holding thread", "lock", "waits", "wait (ms)"],
+        &[3, 4],
+        rows.into_iter().map(|(_, r)| r).collect(),
+        max_rows,
+    );
+    if unknown > 0 {
+        let _ = writeln!(
+            out,
+            "<p class=\"note\">{unknown} contended acquisition(s) have no recorded holder before them (the hold was not recorded, or began before the recording).</p>"
+        );
+    }
+}
+
 // ---- activity ----
 
 fn activity(out: &mut String, p: &Page<'_>) {
-    section_start(out, "activity", "Waits and activity");
+    section_start(out, "activity", "Activity");
     let Some(a) = p.activity else {
         missing(
             out,
@@ -2144,20 +2393,24 @@ fn sharing(out: &mut String, s: Option<&SharingPage<'_>>, options: &Options) {
     out.push_str("</section>\n");
 }
 
-/// A line's bytes in one row, each coloured by the thread that touched it (one colour per
-/// thread; dark red where several did, hatched where one of them wrote), with the fields
-/// outlined and named by offset, and whether each is truly shared.
+/// A line's bytes in two rows, the top one coloured by the threads that read each byte, the
+/// bottom one by those that wrote it (one colour per thread; dark red where several did), with
+/// the fields outlined (dark red when truly shared) and their readers and writers in tooltips.
 fn byte_layout(l: &LineReport) -> String {
     let size = l.line_size as usize;
     let cell = 12.0;
-    let (left, top) = (10.0, 24.0);
+    let (left, top) = (48.0, 24.0);
     let width = left + cell * size as f64 + 20.0;
     let height = top + cell * 2.0 + 40.0;
     let mut svg = String::new();
     let _ = write!(
         svg,
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"byte-layout\" width=\"{width:.0}\" height=\"{height:.0}\" font-family=\"sans-serif\" font-size=\"10\"><rect width=\"100%\" height=\"100%\" fill=\"white\"/><text x=\"{left}\" y=\"14\" font-size=\"12\">Bytes of {:#x} by the thread that touched them</text>",
-        l.address
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"byte-layout\" width=\"{width:.0}\" height=\"{height:.0}\" font-family=\"sans-serif\" font-size=\"10\"><rect width=\"100%\" height=\"100%\" fill=\"white\"/><text x=\"{left}\" y=\"14\" font-size=\"12\">Bytes of {:#x} by the thread that touched them</text><text x=\"{:.0}\" y=\"{:.1}\" text-anchor=\"end\">read</text><text x=\"{:.0}\" y=\"{:.1}\" text-anchor=\"end\">written</text>",
+        l.address,
+        left - 4.0,
+        top + cell * 0.75,
+        left - 4.0,
+        top + cell * 1.75
     );
     for b in 0..size {
         let mut readers = Vec::new();
@@ -2172,7 +2425,8 @@ fn byte_layout(l: &LineReport) -> String {
         let mut touched: Vec<u16> = readers.iter().chain(&writers).copied().collect();
         touched.sort_unstable();
         touched.dedup();
-        let fill = match touched.as_slice() {
+        // One colour per thread; several threads in dark red.
+        let fill = |v: &[u16]| match v {
             [] => "#f2f2f2".to_string(),
             [t] => PALETTE[usize::from(*t) % PALETTE.len()].to_string(),
             _ => "#7f0000".to_string(),
@@ -2200,12 +2454,18 @@ fn byte_layout(l: &LineReport) -> String {
                 }
             )
         };
-        let _ = write!(
-            svg,
-            "<rect x=\"{:.1}\" y=\"{top}\" width=\"{cell}\" height=\"{cell}\" fill=\"{fill}\" stroke=\"white\" stroke-width=\"0.5\"><title>{}</title></rect>",
-            left + cell * b as f64,
-            escape(&tip)
-        );
+        // The top row by the threads that only read the byte, the bottom row by those that
+        // wrote it.
+        for (row, who) in [&readers, &writers].into_iter().enumerate() {
+            let _ = write!(
+                svg,
+                "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{cell}\" height=\"{cell}\" fill=\"{}\" stroke=\"white\" stroke-width=\"0.5\"><title>{}</title></rect>",
+                left + cell * b as f64,
+                top + cell * row as f64,
+                fill(who),
+                escape(&tip)
+            );
+        }
         if b % 8 == 0 {
             let _ = write!(
                 svg,
@@ -2368,6 +2628,9 @@ mod tests {
             thread_seen_until: Vec::new(),
             locks: None,
             locks_not_measured: None,
+            waits: None,
+            waits_not_measured: None,
+            folded: Vec::new(),
             off_cpu: None,
             mpi: None,
             sharing: None,
@@ -2463,6 +2726,9 @@ mod tests {
                 coverage: &coverage,
             }),
             locks_not_measured: None,
+            waits: None,
+            waits_not_measured: None,
+            folded: Vec::new(),
             off_cpu: None,
             mpi: None,
             sharing: None,
@@ -2470,11 +2736,64 @@ mod tests {
             options: Options::default(),
         });
         let rects = page.matches("<rect").count();
-        // 32 lanes of 3 strips, within budget; the rest (histogram bars, backgrounds) is small.
-        assert!(rects <= 32 * 3 * MAX_RUNS + 300, "{rects} rectangles");
+        // 32 lanes of 3 strips and the critical path's marks, within budget; the rest
+        // (histogram bars, backgrounds) is small.
+        assert!(rects <= 32 * 4 * MAX_RUNS + 300, "{rects} rectangles");
+        // Every other hold is on the critical path: the marks count those of the 32 lanes
+        // drawn (each lane's threads' holds are 1 in 64), and the rest is said.
+        let marked: u64 = page
+            .split("<rect class=\"critical\" data-waits=\"")
+            .skip(1)
+            .map(|r| r[..r.find('"').unwrap()].parse::<u64>().unwrap())
+            .sum();
+        assert_eq!(
+            marked,
+            holds / 2 / 2,
+            "half the threads' critical waits are drawn"
+        );
+        assert!(page.contains(&format!(
+            "{} critical-path wait(s) are on threads not drawn",
+            holds / 4
+        )));
         assert!(rects > 32 * 3 * 50, "the strips were drawn: {rects}");
         assert!(page.len() < 4 << 20, "{} bytes", page.len());
         assert!(page.contains("32 more thread(s) are not drawn"));
+    }
+
+    #[test]
+    fn a_thread_last_seen_before_its_last_change_is_not_drawn_past_it() {
+        let axis = Axis {
+            start: 0,
+            end: PLOT_W as u64 * 100,
+        };
+        let change = |ts, state| StateChange {
+            ts,
+            state,
+            cpu: None,
+            waker: 0,
+        };
+        let changes = [change(0, State::Running), change(10_000, State::Runnable)];
+        let right_end = |until: Option<u64>| {
+            let mut svg = String::new();
+            state_strip(&mut svg, &axis, &changes, until, 0.0, 5.0, "t");
+            svg.split("<rect x=\"")
+                .skip(1)
+                .map(|r| {
+                    let x: f64 = r[..r.find('"').unwrap()].parse().unwrap();
+                    let at = r.find("width=\"").unwrap() + 7;
+                    x + r[at..at + r[at..].find('"').unwrap()]
+                        .parse::<f64>()
+                        .unwrap()
+                })
+                .fold(0.0, f64::max)
+        };
+        // Seen by the sampler until 50 000 ns: runnable until then (column 500).
+        assert_eq!(right_end(Some(50_000)), LABEL_W + 500.0);
+        // Last seen at 5 000 ns, before its change to runnable at 10 000: nothing past it
+        // (it exited untraced), not runnable to the end of the plot.
+        assert_eq!(right_end(Some(5_000)), LABEL_W + 100.0);
+        // No sampler: the recording's end.
+        assert_eq!(right_end(None), LABEL_W + PLOT_W as f64);
     }
 
     #[test]

@@ -307,20 +307,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             crate::ui::note(note);
         }
     }
-    let wait_samples = loaded.waits.as_ref().map_or_else(Vec::new, |w| {
-        report::waits::profile_samples(&w.report, &w.stacks, &w.names)
-    });
-    if loaded.locks.is_some() || !wait_samples.is_empty() {
-        let mut profile = match &loaded.locks {
-            Some(l) => report::lock_exports::profile(&l.report, &l.naming),
-            None => export::pprof::Profile::lock_contention(),
-        };
-        if !wait_samples.is_empty() {
-            profile.comments.push(
-                "contend futex waits: blocked futex waits from their user stacks, rooted at [futex wait WORD KIND]".into(),
-            );
-            profile.samples.extend(wait_samples);
-        }
+    if let Some(profile) = loaded.wait_profile() {
         write_lock_exports(
             loaded.locks.as_ref().map(|l| (&l.report, &l.naming)),
             &profile,
@@ -384,11 +371,7 @@ fn write_lock_exports(
         }
     }
     if let Some(path) = &args.folded {
-        let options = export::folded::Options {
-            value_index: profile.value_index("delay").unwrap_or(1),
-            module: false,
-            file_line: true,
-        };
+        let options = explain::html::folded_options(profile);
         export::folded::write(profile, &options, create(path)?).map_err(export_error)?;
     }
     Ok(())

@@ -27,6 +27,14 @@ fn page_of(dir: &Path, name: &str) -> String {
     page
 }
 
+/// The critical-path waits the timeline outlines: the sum of its marks' `data-waits`.
+fn critical_marks(page: &str) -> u64 {
+    page.split("<rect class=\"critical\" data-waits=\"")
+        .skip(1)
+        .map(|r| r[..r.find('"').unwrap()].parse::<u64>().unwrap())
+        .sum()
+}
+
 /// What every page is: one HTML5 document, its scripts inline, nothing fetched.
 fn assert_self_contained(page: &str) {
     assert!(page.starts_with("<!DOCTYPE html>"), "{}", &page[..100]);
@@ -38,7 +46,7 @@ fn assert_self_contained(page: &str) {
         assert!(!page.contains(fetch), "the page fetches something: {fetch}");
     }
     for id in [
-        "overview", "timeline", "locks", "activity", "mpi", "sharing", "streams",
+        "overview", "timeline", "locks", "flame", "waits", "activity", "mpi", "sharing", "streams",
     ] {
         assert!(
             page.contains(&format!("<section id=\"{id}\">")),
@@ -75,7 +83,63 @@ fn the_locks_fixture_page_names_its_lock_call_site_threads_and_findings() {
         "waited for hot_lock (0x564956446200) at update_shared_counter (planted_hold.c:147):"
     ));
     assert!(page.contains("mostly running in"), "scheduler states drawn");
+    // The critical path on the timeline: its lock waits outlined, as many as the report's
+    // critical-path events that waited (14 of its 21), and their share said above it.
+    let json = crate::common::report_json(tmp.path(), &["locks"]);
+    let critical = &json["locks"]["critical"];
+    assert_eq!(
+        (critical["events"].as_u64(), critical["contended"].as_u64()),
+        (Some(21), Some(14))
+    );
+    assert_eq!(critical_marks(&page), 14);
+    assert!(page.contains(
+        "<p id=\"critical-path\"><strong>The critical path</strong> (the chain of lock holds that set the run's length) has 21 event(s); 14 of them waited, 50.544 ms (91.7 % of all lock waiting)"
+    ));
+    assert!(page.contains("a wait on the critical path (outlined in black)"));
+    assert!(page.contains(
+        "On the critical path, the most waiting was for hot_lock (0x564956446200): 50.544 ms in 21 event(s), most at update_shared_counter (planted_hold.c:147) (50.544 ms)"
+    ));
+    // Who made whom wait: the 14 contended acquisitions of hot_lock charged to the three
+    // holders in turn (never a thread to itself); warm_lock's one has no holder recorded.
+    let who = &page[page.find("id=\"who-table\"").unwrap()..];
+    let who = &who[..who.find("</table>").unwrap()];
+    let rows: Vec<&str> = who.split("<tr><td>").skip(1).collect();
+    let waits: u64 = rows
+        .iter()
+        .map(|r| {
+            let at = r.find("class=\"num\" data-v=\"").unwrap() + 20;
+            r[at..at + r[at..].find('"').unwrap()]
+                .parse::<u64>()
+                .unwrap()
+        })
+        .sum();
+    assert_eq!(waits, 14, "{who}");
+    assert!(
+        rows.iter().all(|r| r.contains("hot_lock (0x564956446200)")),
+        "{who}"
+    );
+    for r in &rows {
+        let cells: Vec<&str> = r.split("</td><td>").take(2).collect();
+        assert_ne!(cells[0], cells[1], "a thread waited for itself: {r}");
+    }
+    assert!(page.contains("1 contended acquisition(s) have no recorded holder before them"));
+    // The flame graph of its lock waits (what --folded writes): each lock's root frame with
+    // its call site under it, as wide as its share of the wait time (50.544 ms of 55.120).
+    let flame = section_of(&page, "flame");
+    assert!(
+        flame.contains("<title>[lock hot_lock]\n50.544 ms, 91.70 % of the wait time</title>"),
+        "{flame}"
+    );
+    assert!(
+        flame.contains("<title>update_shared_counter (./examples/locks/planted_hold.c:147)\n50.544 ms, 91.70 %"),
+        "{flame}"
+    );
+    assert!(
+        flame.contains("<title>[lock warm_lock]\n4.576 ms, 8.30 %"),
+        "{flame}"
+    );
     // The sections this run lacks say so.
+    assert!(page.contains("Blocked futex waits were not recorded in this run"));
     assert!(page.contains("MPI was not recorded in this run"));
     assert!(page.contains("Cache-line sharing was not recorded"));
     assert!(page.len() < 2 << 20, "{} bytes", page.len());
@@ -125,6 +189,15 @@ fn the_sharing_fixture_page_lays_out_the_hot_line_and_its_fix() {
     assert!(page.contains("Fix: put ["), "the fix hint");
     assert!(page.contains("class=\"byte-layout\""));
     assert!(page.contains("Bytes of 0x55f0258ae1c0 by the thread that touched them"));
+    // The layout's two rows: the bytes read, the bytes written, each by its threads' colours.
+    let layout = &page[page.find("class=\"byte-layout\"").unwrap()..];
+    let layout = &layout[..layout.find("</svg>").unwrap()];
+    assert!(layout.contains(">read</text>") && layout.contains(">written</text>"));
+    assert_eq!(
+        layout.matches("<rect x=").count() - layout.matches("fill=\"none\"").count(),
+        2 * 64 + 3,
+        "two rows of 64 bytes and a legend of 3 colours"
+    );
     assert!(page.contains("Locks were not recorded in this run"));
     assert!(page.contains("MPI was not recorded in this run"));
 }
@@ -468,6 +541,13 @@ fn chromium_shows_every_fixture_page_with_no_script_error() {
         for e in expected {
             assert!(dom.contains(e), "{name}: {e:?} not in the DOM");
         }
+        if name == "locks" {
+            assert_eq!(
+                critical_marks(&dom),
+                14,
+                "the critical path's waits in the DOM"
+            );
+        }
         // The tables and charts are there after the script ran (it sorts, never removes).
         assert!(dom.contains("<section id=\"overview\">"), "{name}");
         assert!(
@@ -641,4 +721,238 @@ fn chromium_zooms_and_pans_the_timeline_and_draws_it_whole_without_scripts() {
     assert!(!dom.contains("data-js=\"ok\""), "scripts ran");
     assert!(dom.contains(&format!("viewBox=\"0 0 {w} {h}\"")));
     assert!(dom.contains("update_shared_counter (planted_hold.c:147)"));
+}
+
+/// Records examples/waits/std_mutex.rs (`--locks`: the probe and the off-CPU recorder, with
+/// user stacks) in `dir` and writes its page: the line of its `hot.lock()`, or `None` (a
+/// visible skip) when not root (the futex waits are recorded through perf tracepoints), no
+/// Rust compiler, or the sched tracepoints did not record (the waits have no end).
+fn std_mutex_page(dir: &Path) -> Option<u32> {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        testkit::skip("needs root: the futex waits are recorded through perf tracepoints");
+        return None;
+    }
+    let exe = crate::common::build("examples/waits/std_mutex.rs", dir)?;
+    crate::common::record(dir, &["--locks"], &exe, &["-n", "30"]);
+    let meta = crate::common::meta(&dir.join("run"));
+    if !meta["captured"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c == "sched-tracepoints")
+    {
+        testkit::skip("the sched tracepoints did not record: the waits have no end here");
+        return None;
+    }
+    let out = contend_in(dir, &["report", "run", "--html", "page.html"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let src = std::fs::read_to_string(crate::common::repo("examples/waits/std_mutex.rs")).unwrap();
+    let line = src
+        .lines()
+        .position(|l| l.contains("hot.lock()"))
+        .expect("std_mutex.rs takes hot.lock()");
+    Some(line as u32 + 1)
+}
+
+/// The text between `<section id="ID">` and its end.
+fn section_of<'a>(page: &'a str, id: &str) -> &'a str {
+    let start = page
+        .find(&format!("<section id=\"{id}\">"))
+        .unwrap_or_else(|| panic!("no {id} section"));
+    &page[start..start + page[start..].find("</section>").unwrap()]
+}
+
+/// Issue 22's futex waits on the page: a Rust `std::sync::Mutex` the lock probe cannot see,
+/// found by its futex waits, named as the static `HOT` and placed at the program's
+/// `hot.lock()` line, in the DOM Chromium built.
+#[test]
+fn chromium_shows_a_std_mutexs_waits_at_its_line() {
+    let _one = serial();
+    if !chromium() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(line) = std_mutex_page(tmp.path()) else {
+        return;
+    };
+    let (dom, log) = dump_dom(&tmp.path().join("page.html"));
+    assert_ran_cleanly(&dom, &log);
+    let waits = section_of(&dom, "waits");
+    assert!(waits.contains("futex wait(s),"), "{waits}");
+    // The kind table has the Mutex's lock waits; the site table the Mutex's line, as a lock
+    // wait on the word named HOT.
+    assert!(waits.contains("<tr><td>lock</td>"), "{waits}");
+    let at = format!("(std_mutex.rs:{line})</td><td>lock</td><td>std_mutex::HOT (0x");
+    let row = waits
+        .split("<tr>")
+        .find(|r| r.contains(&at))
+        .unwrap_or_else(|| panic!("no lock wait at std_mutex.rs:{line} on HOT: {waits}"));
+    // The row's waits are the word's: the JSON's count of its lock waits at that line.
+    let json = crate::common::report_json(tmp.path(), &["run"]);
+    let hot = json["waits"]["addresses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"].as_str().is_some_and(|n| n.ends_with("HOT")))
+        .expect("the word HOT in the JSON");
+    let waited: u64 = hot["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| {
+            s["kind"] == "lock"
+                && s["site"]
+                    .as_str()
+                    .is_some_and(|l| l.ends_with(&format!("std_mutex.rs:{line})")))
+        })
+        .map(|s| s["waits"].as_u64().unwrap())
+        .sum();
+    assert!(waited > 0, "{hot}");
+    assert!(
+        row.contains(&format!(
+            "<td class=\"num\" data-v=\"{waited}\">{waited}</td>"
+        )),
+        "{row} against {waited} waits"
+    );
+    // The overview's findings say it in words.
+    assert!(
+        section_of(&dom, "overview")
+            .contains("Futex waits (of any runtime, from the scheduler): the longest on "),
+        "{}",
+        section_of(&dom, "overview")
+    );
+    // The other blocks by the kernel function the scheduler named, and the threads.
+    assert!(waits.contains("id=\"wait-thread-table\""), "{waits}");
+}
+
+/// The wait time by call stack, drawn from the folded stacks: the program's closure that took
+/// the Mutex is as wide as its share of the wait time in `--folded`; names with `<` (Rust
+/// generics) are text; a click zooms to a frame's subtree.
+#[test]
+fn chromium_draws_the_flame_graph_of_a_std_mutex_run() {
+    let _one = serial();
+    if !chromium() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(line) = std_mutex_page(tmp.path()) else {
+        return;
+    };
+    let out = contend_in(tmp.path(), &["report", "run", "--folded", "-"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The folded lines (after the text report, also on stdout): rooted at `[lock` or `[futex`.
+    let folded: Vec<(String, u64)> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with("[lock ") || l.starts_with("[futex wait "))
+        .map(|l| {
+            let (stack, ns) = l.rsplit_once(' ').unwrap();
+            (stack.to_string(), ns.parse().unwrap())
+        })
+        .collect();
+    let total: u64 = folded.iter().map(|(_, ns)| ns).sum();
+    // The program's frame that took the Mutex: its closure, at the hot.lock() line.
+    let is_closure = |frame: &str| {
+        frame.starts_with("std_mutex::main::") && frame.ends_with(&format!("/std_mutex.rs:{line})"))
+    };
+    let through: Vec<u64> = folded
+        .iter()
+        .filter(|(s, _)| s.split(';').any(is_closure))
+        .map(|&(_, ns)| ns)
+        .collect();
+    let expected = through.iter().sum::<u64>() as f64 / total as f64;
+    assert!(
+        expected > 0.1,
+        "the Mutex's waits are a good share: {expected}"
+    );
+
+    let (dom, log) = dump_dom(&tmp.path().join("page.html"));
+    assert_ran_cleanly(&dom, &log);
+    let flame = section_of(&dom, "flame");
+    // Each frame: its depth, the first line of its title (its full name) and its width.
+    let frames: Vec<(u32, String, f64)> = flame
+        .split("<g class=\"f\" ")
+        .skip(1)
+        .map(|g| {
+            let depth = g["data-d=\"".len()..]
+                .split('"')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            let title = &g[g.find("<title>").unwrap() + 7..];
+            let name = title[..title.find('\n').unwrap()].to_string();
+            let at = g.find(" width=\"").unwrap() + 8;
+            let width = g[at..at + g[at..].find('"').unwrap()].parse().unwrap();
+            (depth, name, width)
+        })
+        .collect();
+    let root = frames.iter().find(|f| f.0 == 0).expect("the root frame");
+    assert_eq!(root.1, "all");
+    let drawn: f64 = frames
+        .iter()
+        .filter(|f| is_closure(&f.1))
+        .map(|f| f.2)
+        .sum::<f64>()
+        / root.2;
+    // Widths are written to 0.01 px of 1200 (5e-5 a frame at most, with the root's); a stack
+    // through the closure that is under 0.5 % of the wait time may be merged away under its
+    // caller, so the drawn share may be short by those stacks' shares, never long.
+    let mergeable: f64 = through
+        .iter()
+        .map(|&ns| ns as f64 / total as f64)
+        .filter(|&s| s < 0.005)
+        .sum();
+    assert!(
+        drawn <= expected + 1e-4 && drawn >= expected - mergeable - 1e-4,
+        "the closure is drawn {drawn:.5} wide, its share of the folded wait time is {expected:.5} (up to {mergeable:.5} mergeable)"
+    );
+    // A Rust generic is text: escaped in the serialised DOM, never an element.
+    assert!(flame.contains("Mutex&lt;T&gt;::lock"), "{flame}");
+    assert!(!dom.contains("Mutex<T>"));
+
+    // A click on the closure zooms to it: it spans the graph, the root is a dimmed path.
+    let page = std::fs::read_to_string(tmp.path().join("page.html")).unwrap();
+    let end = format!("/std_mutex.rs:{line})");
+    let probe = format!(
+        "<script>(function(){{var g=Array.prototype.filter.call(document.querySelectorAll('#flame-graph g.f'),function(g){{var n=g.querySelector('title').textContent.split('\\n')[0];return n.indexOf('std_mutex::main::')===0&&n.slice(-{len})==='{end}';}})[0];g.dispatchEvent(new MouseEvent('click',{{bubbles:true}}));document.documentElement.setAttribute('data-zoomed-width',g.querySelector('rect').getAttribute('width'));}})();</script></body>",
+        len = end.len(),
+    );
+    let probed = tmp.path().join("probed.html");
+    std::fs::write(&probed, page.replace("</body>", &probe)).unwrap();
+    let (dom, log) = dump_dom(&probed);
+    assert_ran_cleanly(&dom, &log);
+    assert!(
+        dom.contains("data-zoomed-width=\"1200.00\""),
+        "{}",
+        section_of(&dom, "flame")
+    );
+    assert!(
+        dom.contains("data-zoomed=\"std_mutex::main::"),
+        "the graph names its zoom"
+    );
+
+    // With scripts off (a copy whose policy forbids them) the graph is there whole, its
+    // frames' names and tooltips as written, the reset button hidden.
+    let off = tmp.path().join("off.html");
+    std::fs::write(
+        &off,
+        page.replacen(
+            "<head>",
+            "<head><meta http-equiv=\"Content-Security-Policy\" content=\"script-src 'none'\">",
+            1,
+        ),
+    )
+    .unwrap();
+    let (dom, _) = dump_dom(&off);
+    assert!(!dom.contains("data-js=\"ok\""), "scripts ran");
+    let flame = section_of(&dom, "flame");
+    assert!(!flame.contains("data-zoomed"));
+    assert!(
+        flame.contains(&format!("/std_mutex.rs:{line})\n")),
+        "{flame}"
+    );
+    assert!(flame.contains(
+        "<div class=\"zoom js-only\"><button type=\"button\" data-flame-reset=\"flame-graph\">"
+    ));
 }
