@@ -20,7 +20,9 @@
 //! Pure: plain values in, a [`WaitReport`] out.
 
 mod classify;
+mod kernel;
 pub use classify::{classify, is_runtime_frame, WaitKind};
+pub use kernel::{blocked_by_lock, entry_site, KernelLockWaits};
 
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -217,6 +219,9 @@ pub struct WaitReport {
     pub with_stack: u64,
     pub without_stack: u64,
     pub unknown_stacks: u64,
+    /// Blocks that waited for a kernel lock (also in the other blocks), per lock, taker and
+    /// program frame, most time first.
+    pub kernel_locks: Vec<KernelLockWaits>,
     /// The measured futex waits per (process, futex word, stack), for profiles and folded
     /// stacks; empty without stacks.
     #[serde(skip)]
@@ -457,6 +462,7 @@ pub fn waits_with_stacks(
             });
         }
     }
+    report.kernel_locks = kernel::kernel_locks(threads, &by_tid, stacks);
     report.stack_waits = stack_waits.into_values().collect();
     report.kinds = kinds.into_values().collect();
     report
