@@ -55,11 +55,23 @@ impl KernelLockWaits {
     }
 }
 
+/// Whether a frame is contend's own lock probe (`libcontend_probe.so`, preloaded with
+/// `--locks`): its hooks (`pthread_create`'s, mapping its ring) enter the kernel for the
+/// program, whose own call is the frame outside them.
+fn is_probe_frame(module: Option<&str>) -> bool {
+    module.is_some_and(|m| {
+        m.rsplit('/')
+            .next()
+            .is_some_and(|f| f.starts_with("libcontend_probe"))
+    })
+}
+
 /// The label of a stack's program frame that entered the kernel.
 pub fn entry_site(stack: &WaitStack) -> Option<String> {
     let f = stack.frames.iter().find(|f| {
         f.function != "[unknown]"
             && !super::is_runtime_frame(Some(&f.function), f.module.as_deref())
+            && !is_probe_frame(f.module.as_deref())
     })?;
     Some(match (&f.file, f.line) {
         (Some(file), Some(line)) => {
@@ -250,6 +262,32 @@ mod tests {
                 unknown: false,
             },
         ];
+        // The probe's pthread_create hook mapping a thread's stack: the program's call is
+        // outside it.
+        let hooked = WaitStack {
+            kind: WaitKind::Unknown,
+            site: None,
+            frames: vec![
+                frame("__mmap", None, None, "/usr/lib/x86_64-linux-gnu/libc.so.6"),
+                frame(
+                    "pthread_create",
+                    Some("/src/probe/hooks.rs"),
+                    Some(647),
+                    "/x/target/debug/deps/libcontend_probe.so",
+                ),
+                frame(
+                    "main",
+                    Some("/src/mmap_lock.c"),
+                    Some(170),
+                    "/tmp/mmap_lock",
+                ),
+            ],
+            unknown: false,
+        };
+        assert_eq!(
+            entry_site(&hooked).as_deref(),
+            Some("main (mmap_lock.c:170)")
+        );
         let r = waits_with_stacks(&threads, &states, &[], &stacks);
         let k = &r.kernel_locks;
         assert_eq!(k.len(), 3, "{k:#?}");

@@ -92,6 +92,7 @@ const MMAP_LOCK_TAKERS: &[&str] = &[
     "vm_munmap",
     "do_madvise",
     "madvise_lock",
+    "madvise_do_behavior",
     "do_mprotect_pkey",
     "__do_sys_brk",
     "__x64_sys_brk",
@@ -244,6 +245,9 @@ mod tests {
             ("vma_lock", "vma write", "__split_vma")
         );
         assert_eq!(vma.syscall.as_deref(), Some("__x64_sys_munmap"));
+        // glibc's madvise(MADV_DONTNEED) of a thread's stack at its exit.
+        let madvise = named("__schedule <- schedule <- schedule_preempt_disabled <- rwsem_down_read_slowpath <- down_read_killable <- madvise_do_behavior <- do_madvise <- __x64_sys_madvise").unwrap();
+        assert_eq!(madvise.name, "mmap_lock");
     }
 
     #[test]
