@@ -20,6 +20,7 @@ pub const KNOWN: &[&str] = &[
     "mmap_lock",
     "vma_lock",
     "i_rwsem",
+    "f_pos_lock",
     "pipe mutex",
     "sb_writers",
 ];
@@ -27,7 +28,7 @@ pub const KNOWN: &[&str] = &[
 /// A kernel lock wait, as named at record time.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct KernelLock {
-    /// `mmap_lock`, `vma_lock`, `i_rwsem`, ... or `rwsem in FUNC` / `mutex in FUNC`.
+    /// `mmap_lock`, `vma_lock`, `i_rwsem`, `f_pos_lock`, ... or `rwsem in FUNC` / `mutex in FUNC`.
     pub name: String,
     /// The lock's kind and how it was taken: `rwsem read`, `rwsem write`, `mutex`,
     /// `percpu rwsem`, `rt_mutex`, `vma write`.

@@ -22,8 +22,8 @@ use trace::sched::StateChange;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct KernelLockWaits {
     pub pid: u32,
-    /// `mmap_lock`, `vma_lock`, `i_rwsem`, `pipe mutex`, `sb_writers`, or `rwsem in FUNC`
-    /// (docs/formats.md §2.3a).
+    /// `mmap_lock`, `vma_lock`, `i_rwsem`, `f_pos_lock`, `pipe mutex`, `sb_writers`, or
+    /// `rwsem in FUNC` (docs/formats.md §2.3a).
     pub lock: String,
     /// `rwsem read`, `rwsem write`, `mutex`, `percpu rwsem`, `semaphore`, `rt_mutex`,
     /// `vma write`.

@@ -182,6 +182,9 @@ pub fn kernel_lock(
         "mmap_lock".to_string()
     } else if via("inode_lock") || (kind == "rwsem" && I_RWSEM_TAKERS.contains(&taker.as_str())) {
         "i_rwsem".to_string()
+    } else if kind == "mutex" && matches!(taker.as_str(), "fdget_pos" | "__fdget_pos") {
+        // Threads sharing one open file: its position lock (`read`/`write` on one fd).
+        "f_pos_lock".to_string()
     } else if kind == "mutex" && matches!(taker.as_str(), "pipe_write" | "pipe_read") {
         "pipe mutex".to_string()
     } else if mode == "percpu rwsem"
@@ -264,6 +267,16 @@ mod tests {
             (pipe.name.as_str(), pipe.mode.as_str(), pipe.taker.as_str()),
             ("pipe mutex", "mutex", "pipe_write")
         );
+        // Seen with 4 threads writing through one shared descriptor, then each its own.
+        let pos = named("__schedule <- schedule <- schedule_preempt_disabled <- __mutex_lock.constprop.0 <- fdget_pos <- ksys_write <- do_syscall_64").unwrap();
+        assert_eq!(
+            (pos.name.as_str(), pos.taker.as_str()),
+            ("f_pos_lock", "fdget_pos")
+        );
+        let ext4 = named("__schedule <- schedule <- schedule_preempt_disabled <- rwsem_down_write_slowpath <- down_write <- ext4_buffered_write_iter <- vfs_write <- ksys_write <- do_syscall_64").unwrap();
+        assert_eq!(ext4.name, "i_rwsem");
+        let truncate = named("__schedule <- schedule <- schedule_preempt_disabled <- rwsem_down_write_slowpath <- down_write_killable <- do_truncate <- do_ftruncate <- do_sys_ftruncate <- __x64_sys_ftruncate").unwrap();
+        assert_eq!(truncate.name, "i_rwsem");
         let m = named("__schedule <- schedule <- __mutex_lock <- mutex_lock <- some_driver_ioctl")
             .unwrap();
         assert_eq!(m.name, "mutex in some_driver_ioctl");
