@@ -56,10 +56,12 @@ fn lock_cell(r: &KernelLockWaits) -> String {
     )
 }
 
-/// The program's frame cell: `function (file:line)` on two lines.
+/// The program's frame cell: `function (file:line)` on two lines; `?` when the block had no
+/// user stack or none of its frames is the program's (contend's own probe mapping its ring, a
+/// stack that did not unwind).
 fn site_cell(site: Option<&str>) -> String {
     let Some(site) = site else {
-        return "? (no stack)".into();
+        return "?".into();
     };
     match site.rsplit_once(" (") {
         Some((function, at)) => format!(
@@ -209,7 +211,7 @@ mod tests {
         assert!(text.contains("0.200"), "{text}");
         assert!(text.contains("file.rs:1234)"), "the line is kept: {text}");
         assert!(text.contains("3+2?"), "{text}");
-        assert!(text.contains("? (no stack)"), "{text}");
+        assert!(text.contains("│ i_rwsem (write)          ?  "), "{text}");
         assert!(render(&[], 10).is_empty());
     }
 
