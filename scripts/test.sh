@@ -35,7 +35,8 @@ command -v c++ >/dev/null || need_pkgs+=(g++)         # the C++ examples and sym
 command -v strip >/dev/null || need_pkgs+=(binutils)  # stripped binaries in symbolizer tests
 command -v python3 >/dev/null || need_pkgs+=(python3) # the `where` tests' target; trace_processor
 command -v node >/dev/null || need_pkgs+=(nodejs)     # runs Perfetto's trace_processor (WebAssembly)
-command -v go >/dev/null || [ -n "${GO:-}" ] || need_pkgs+=(golang-go)  # go tool pprof reads the lock profiles
+command -v go >/dev/null || [ -n "${GO:-}" ] || need_pkgs+=(golang-go)  # go tool pprof reads the lock profiles; a Go program's waits
+command -v javac >/dev/null || need_pkgs+=(default-jdk-headless)  # a JVM's synchronized waits (examples/waits/JvmMonitor.java)
 # The MPI tests run every example with both MPIs, each with its own mpicc and mpirun.
 command -v mpicc.openmpi >/dev/null || need_pkgs+=(openmpi-bin libopenmpi-dev)
 command -v mpicc.mpich >/dev/null || need_pkgs+=(mpich libmpich-dev)

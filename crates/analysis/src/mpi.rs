@@ -371,7 +371,19 @@ pub fn analyse(ranks: &[RankInput], thresholds: Thresholds) -> MpiRun {
             .collect(),
         None => Vec::new(),
     };
-    let waits = waitstates::analyse(&events, &comm_members, thresholds);
+    // How far each rank's aligned times may be from rank 0's: half the larger of the round
+    // trips its two offsets came from (Cristian), interpolation keeping within both.
+    let clock_error_ns: HashMap<Rank, u64> = ranks
+        .iter()
+        .zip(&fits)
+        .filter(|(_, f)| f.summary.applied && f.summary.source == ClockSource::Exchange)
+        .map(|(r, f)| {
+            let c = &f.summary;
+            let worst = c.round_trip_at_init_ns.max(c.round_trip_at_finalize_ns);
+            (r.rank, u64::from(worst.unwrap_or(0)) / 2)
+        })
+        .collect();
+    let waits = waitstates::analyse_aligned(&events, &comm_members, thresholds, &clock_error_ns);
     let instance_call_ns = call_durations(&events, &waits.instances);
     let summary = summary_columns(&summaries, &events, &waits, &instance_call_ns);
     let mut comms: Vec<(CommId, String, Vec<Rank>)> = comm_ids

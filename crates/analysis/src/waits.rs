@@ -19,10 +19,14 @@
 //!
 //! Pure: plain values in, a [`WaitReport`] out.
 
+mod call_sites;
 mod classify;
 mod kernel;
-pub use classify::{classify, is_runtime_frame, WaitKind};
+mod runtimes;
+pub use call_sites::{call_sites, CallSiteWaits};
+pub use classify::{classify, is_runtime_frame, keyed_by_call_site, WaitKind};
 pub use kernel::{blocked_by_lock, entry_site, KernelLockWaits};
+pub use runtimes::{is_jit_frame, runtime_of, runtimes, Runtime, RuntimeSite, RuntimeWaits};
 
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -226,6 +230,9 @@ pub struct WaitReport {
     /// stacks; empty without stacks.
     #[serde(skip)]
     pub stack_waits: Vec<StackWaits>,
+    /// The same for the futex waits the probe counted (not in profiles: the probe's are).
+    #[serde(skip)]
+    pub probe_stack_waits: Vec<StackWaits>,
 }
 
 /// Measured futex waits on one word with one stack (an index into the stacks given).
@@ -379,6 +386,15 @@ pub fn waits_with_stacks(
                         tw.probe_counted_ns += len;
                         report.probe_counted += 1;
                         report.probe_counted_ns += len;
+                        if let (StackIn::At(i), Some(_)) = (b.stack, stack) {
+                            report.probe_stack_waits.push(StackWaits {
+                                pid: t.pid,
+                                uaddr: f.uaddr,
+                                stack: i,
+                                waits: 1,
+                                total_ns: len,
+                            });
+                        }
                         continue;
                     }
                     a.waits += 1;

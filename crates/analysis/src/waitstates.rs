@@ -316,9 +316,14 @@ pub struct Counts {
     pub collective_calls_unknown_comm: u64,
     /// Events whose exit precedes their enter.
     pub invalid_events: u64,
-    /// Clock-condition violations (a wait that ended before its cause began), each clamped to 0.
+    /// Clock-condition violations (a wait that ended before its cause began) larger than the
+    /// two ranks' clock alignment error, each clamped to 0.
     pub clock_violations_p2p: u64,
     pub clock_violations_collective: u64,
+    /// Clock-condition violations within the two ranks' clock alignment error: the cause began,
+    /// as far as the clocks can tell, when the wait ended, so the wait is taken to end there
+    /// (Scalasca's controlled logical clock moves the receive the same way).
+    pub clock_violations_within_error: u64,
     /// Wait states with positive waiting below their threshold.
     pub below_threshold_p2p: u64,
     pub below_threshold_collective: u64,
@@ -404,13 +409,31 @@ enum Pending {
 type Channel = (CommId, Rank, Rank, Tag); // comm, source, dest, tag
 
 /// Collects instances, applying the thresholds.
-struct Found {
+struct Found<'a> {
     thresholds: Thresholds,
     instances: Vec<Instance>,
     counts: Counts,
+    clock_error_ns: &'a HashMap<Rank, u64>,
 }
 
-impl Found {
+impl Found<'_> {
+    /// Where a wait of `waiter` ends, given that its cause (on `cause`'s clock) came at
+    /// `cause_at` and the wait was over at `exit`: `cause_at`, or `exit` when the cause came
+    /// after it by no more than the two ranks' alignment error (a violation the clocks cannot
+    /// tell from none); `None` for a larger violation, counted by the caller's kind.
+    fn wait_end(&mut self, waiter: Rank, cause: Rank, cause_at: u64, exit: u64) -> Option<u64> {
+        if cause_at <= exit {
+            return Some(cause_at);
+        }
+        let error = |r| self.clock_error_ns.get(&r).copied().unwrap_or(0);
+        if cause_at - exit <= error(waiter) + error(cause) {
+            self.counts.clock_violations_within_error += 1;
+            Some(exit)
+        } else {
+            None
+        }
+    }
+
     fn push(&mut self, i: Instance) {
         if i.wait_ns == 0 {
             return;
@@ -441,10 +464,24 @@ pub fn analyse(
     comms: &HashMap<CommId, Vec<Rank>>,
     thresholds: Thresholds,
 ) -> WaitStates {
+    analyse_aligned(events, comms, thresholds, &HashMap::new())
+}
+
+/// [`analyse`] on clocks aligned to rank 0's with a known error: `clock_error_ns` gives, per
+/// rank, how far its aligned time may be from rank 0's (half the round trip its offset came
+/// from; absent means 0). A wait that ends before its cause began by no more than the two
+/// ranks' errors is taken to end at its exit instead of being dropped.
+pub fn analyse_aligned(
+    events: &[MpiEvent],
+    comms: &HashMap<CommId, Vec<Rank>>,
+    thresholds: Thresholds,
+    clock_error_ns: &HashMap<Rank, u64>,
+) -> WaitStates {
     let mut found = Found {
         thresholds,
         instances: Vec::new(),
         counts: Counts::default(),
+        clock_error_ns,
     };
     let mut by_rank: BTreeMap<Rank, Vec<&MpiEvent>> = BTreeMap::new();
     for e in events {
@@ -686,20 +723,25 @@ fn point_to_point(
         if !s.check_late_receiver || r.post_ns <= s.enter {
             continue;
         }
-        if s.exit < r.post_ns {
-            // A synchronous send cannot complete before its receive starts: the clocks are
-            // wrong. A long standard send that did so was simply not waiting for it.
+        // A synchronous send cannot complete before its receive starts: where it seems to, the
+        // clocks are wrong. A long standard send that did so was simply not waiting for it.
+        let end = if s.synchronous {
+            found.wait_end(s.rank, r.rank, r.post_ns, s.exit)
+        } else {
+            (r.post_ns <= s.exit).then_some(r.post_ns)
+        };
+        let Some(end) = end else {
             if s.synchronous {
                 found.counts.clock_violations_p2p += 1;
             }
             continue;
-        }
+        };
         found.push(Instance {
             pattern: Pattern::LateReceiver,
             rank: s.rank,
             cause: Some(r.rank),
             available_from: None,
-            wait_ns: (r.post_ns - s.enter).min(s.exit - s.enter),
+            wait_ns: end - s.enter,
             start_ns: s.enter,
             site: s.site,
             comm: s.comm,
@@ -738,11 +780,10 @@ fn point_to_point(
         let mut covered = pairs[members[0]].1.wait_enter;
         for &i in members.iter() {
             let (s, r) = pairs[i];
-            if r.wait_exit < s.enter {
+            let Some(end) = found.wait_end(r.rank, s.rank, s.enter, r.wait_exit) else {
                 found.counts.clock_violations_p2p += 1;
                 continue;
-            }
-            let end = s.enter.min(r.wait_exit);
+            };
             if end <= covered {
                 continue;
             }
@@ -833,7 +874,8 @@ fn collectives(
 }
 
 /// Waiting of `rank` (record `c`) for a cause that arrived at `until`; a wait that ended
-/// before its cause began is a clock-condition violation, counted and clamped to 0.
+/// before its cause began is a clock-condition violation: within the clocks' error the wait
+/// ends at the call's exit, beyond it it is counted and clamped to 0.
 fn collective_wait(
     found: &mut Found,
     pattern: Pattern,
@@ -846,10 +888,10 @@ fn collective_wait(
     if until <= c.enter {
         return;
     }
-    if c.exit < until {
+    let Some(until) = found.wait_end(rank, cause, until, c.exit) else {
         found.counts.clock_violations_collective += 1;
         return;
-    }
+    };
     found.push(Instance {
         pattern,
         rank,
@@ -979,6 +1021,7 @@ fn summarise(found: Found, ranks: Vec<Rank>, unmatched: Vec<Unmatched>) -> WaitS
         thresholds,
         mut instances,
         counts,
+        ..
     } = found;
     instances.sort_by_key(|i| (i.rank, i.start_ns, i.pattern));
     let mut patterns: BTreeMap<Pattern, Agg> = BTreeMap::new();

@@ -6,7 +6,6 @@
 mod args;
 mod cmd;
 mod embedded;
-mod examples;
 mod exit;
 mod output;
 mod ui;

@@ -106,6 +106,10 @@ pub struct WaitsJson<'a> {
     pub with_stack: u64,
     pub without_stack: u64,
     pub unknown_stacks: u64,
+    /// Locks named by their call site (parking_lot parks on each thread's own word).
+    pub call_sites: Vec<analysis::waits::CallSiteWaits>,
+    /// Language runtimes the stacks show (Go, the JVM), per process.
+    pub runtimes: Vec<analysis::waits::RuntimeWaits>,
 }
 
 /// One futex word's waits and its name.
@@ -149,6 +153,8 @@ impl<'a> WaitsJson<'a> {
             with_stack: r.with_stack,
             without_stack: r.without_stack,
             unknown_stacks: r.unknown_stacks,
+            call_sites: analysis::waits::call_sites(r, &w.stacks),
+            runtimes: analysis::waits::runtimes(r, &w.stacks),
         }
     }
 }

@@ -9,6 +9,8 @@
 //! analysis gets plain [`WaitStack`]s. A stack that does not unwind past its first frame is
 //! kept, as `[unknown]`, and counted.
 
+mod runtime;
+
 use crate::Notice;
 use analysis::waits::{BlockIn, ProbeWait, StackIn, ThreadBlocks, WaitReport, WaitStack};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -101,6 +103,8 @@ struct StackNamer {
     /// through (the vDSO, JIT code, a module without call frame information or changed).
     stopped: u64,
     no_maps: BTreeSet<u32>,
+    /// JIT frames' names, from the run's perf maps.
+    jit: runtime::PerfMaps,
 }
 
 impl StackNamer {
@@ -146,7 +150,8 @@ impl StackNamer {
                     self.seen.insert(key, i);
                     return Ok(i);
                 }
-                let named = name_stack(sym, &walked);
+                let mut named = name_stack(sym, &walked);
+                self.jit.name(run_dir, pid, &mut named);
                 self.walks.insert(walk_key, self.stacks.len() as u32);
                 named
             }
@@ -260,6 +265,7 @@ pub(crate) fn waits(
         truncated: 0,
         stopped: 0,
         no_maps: BTreeSet::new(),
+        jit: runtime::PerfMaps::default(),
     };
     let mut stacks_recorded = false;
     let (mut missing_entries, mut bad_entries) = (0u64, 0u64);
@@ -384,6 +390,11 @@ pub(crate) fn waits(
         notices.push(Notice(format!(
             "user stacks: {} distinct stack(s) stopped at code the unwinder could not walk through (the vDSO, JIT code, a module without call frame information or changed since the run): their outer frames are missing",
             namer.stopped
+        )));
+    }
+    for why in &namer.jit.unreadable {
+        notices.push(Notice(format!(
+            "JIT frames: {why}: they are shown by address"
         )));
     }
     let (probe, blocks) = probe_waits(meta, streams);

@@ -16,6 +16,7 @@ pub mod finish;
 pub mod interfere;
 pub mod mpi;
 pub mod notice;
+pub mod perfmap;
 pub mod placement;
 pub mod probe;
 pub mod scale;
@@ -435,6 +436,16 @@ pub fn record(
     finish::offcpu_meta(&mut meta, &outcome, notices);
     let elapsed_ns = outcome.monotonic_span[1].saturating_sub(outcome.monotonic_span[0]);
     meta.streams = std::mem::take(&mut outcome.streams);
+    if meta.has(Captured::OffCpu) {
+        perfmap::save(
+            run.path(),
+            meta.streams
+                .iter()
+                .map(|s| s.pid)
+                .collect::<std::collections::BTreeSet<_>>(),
+            notices,
+        );
+    }
     if options.locks.is_some() {
         probe::account(
             &mut meta,

@@ -4,6 +4,8 @@
 //! With user stacks (slice 2): each futex word's waits by kind (lock, condition, ...) and by
 //! the program's own frame that waited.
 
+pub mod runtime;
+
 use crate::table::new_table;
 use analysis::waits::WaitReport;
 use std::collections::HashMap;

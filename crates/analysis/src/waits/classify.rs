@@ -3,7 +3,9 @@
 //! modules between releases (`std::sys::sync::mutex::futex::Mutex::lock_contended` in rustc
 //! 1.95, `std::sys::locks::...` before).
 //!
-//! Order of the rules: a barrier's frame anywhere wins (a barrier waits on a condition
+//! Order of the rules: HotSpot's monitor frames anywhere, then its park frames (a JVM thread
+//! blocks in `pthread_cond_wait` on an event of its own: the JVM frame above says what for);
+//! then a barrier's frame anywhere (a barrier waits on a condition
 //! variable inside: the barrier is what the program asked for); then the innermost frame that
 //! names a lock, condition variable, rwlock, once, join or semaphore; then the innermost park
 //! (parking_lot parks its locks' threads, and std's channels park theirs: the lock frame
@@ -40,6 +42,16 @@ pub enum WaitKind {
     /// Waiting for a thread to end (`pthread_join`, `JoinHandle::join`).
     Join,
     Semaphore,
+    /// A Go runtime thread (an M) parked in the runtime (`runtime.futexsleep`, `notesleep`):
+    /// idle, or waiting for the runtime. Goroutines waiting for a `sync.Mutex` park in Go's
+    /// scheduler, not on a futex: such a wait is not one of them.
+    GoPark,
+    /// A JVM thread blocked entering a contended `synchronized` monitor
+    /// (`ObjectMonitor::enter`/`EnterI` in libjvm.so).
+    JvmMonitor,
+    /// A JVM thread parked (`Parker::park`: `LockSupport.park`, java.util.concurrent) or
+    /// waiting on an event (`PlatformEvent::park`: `Object.wait`, `Thread.sleep`, ...).
+    JvmPark,
     /// No frame matched (or no stack).
     #[default]
     Unknown,
@@ -56,6 +68,9 @@ impl WaitKind {
             WaitKind::Park => "park",
             WaitKind::Join => "join",
             WaitKind::Semaphore => "semaphore",
+            WaitKind::GoPark => "go_park",
+            WaitKind::JvmMonitor => "jvm_monitor",
+            WaitKind::JvmPark => "jvm_park",
             WaitKind::Unknown => "unknown",
         }
     }
@@ -76,6 +91,9 @@ enum Pat {
     CrateSuffix(&'static str, &'static str),
     /// The C symbol, exactly.
     Symbol(&'static str),
+    /// The C++ function, exactly as qualified, its parameter list ignored
+    /// (`ObjectMonitor::EnterI(JavaThread*)` is `ObjectMonitor::EnterI`).
+    Cpp(&'static str),
 }
 
 use Pat::*;
@@ -173,6 +191,8 @@ const SPECIFIC: &[(Pat, WaitKind)] = &[
     (Symbol("__new_sem_wait_slow64"), Semaphore),
     (Symbol("sem_timedwait"), Semaphore),
     (Symbol("sem_clockwait"), Semaphore),
+    // Go's runtime lock (its own futex lock, around the scheduler's and the heap's state).
+    (Symbol("runtime.lock2"), Lock),
 ];
 
 /// The innermost match of these, when nothing above matched.
@@ -184,6 +204,34 @@ const PARK: &[(Pat, WaitKind)] = &[
     (Suffix("parking_lot_core::parking_lot::park"), Park),
     (Suffix("ThreadParker::park"), Park),
     (Suffix("ThreadParker::park_until"), Park),
+    // Go: a runtime thread (M) parking, with nothing more specific above it.
+    (Symbol("runtime.futexsleep"), GoPark),
+    (Symbol("runtime.notesleep"), GoPark),
+    (Symbol("runtime.notetsleep_internal"), GoPark),
+    (Symbol("runtime.notetsleepg"), GoPark),
+    (Symbol("runtime.mPark"), GoPark),
+    (Symbol("runtime.stopm"), GoPark),
+];
+
+/// HotSpot's libjvm.so (C++ names, as its .symtab gives them), anywhere in the stack, before
+/// every other rule: a JVM thread blocks in pthread calls (`pthread_cond_wait` on its own
+/// event), which say nothing of what the Java code waited for. The innermost of these wins:
+/// a contended `synchronized` enters the monitor's slow path; `Object.wait` waits in the
+/// monitor, then re-enters it (a monitor wait again).
+const JVM_MONITOR: &[(Pat, WaitKind)] = &[
+    (Cpp("ObjectMonitor::EnterI"), JvmMonitor),
+    (Cpp("ObjectMonitor::ReenterI"), JvmMonitor),
+    (Cpp("ObjectMonitor::enter"), JvmMonitor),
+    (Cpp("ObjectMonitor::enter_internal"), JvmMonitor),
+    (Cpp("ObjectMonitor::wait"), Condition),
+];
+
+/// Then a HotSpot park: `LockSupport.park` (java.util.concurrent), or a thread's event with
+/// no monitor above it (`Thread.sleep`, the VM's own threads).
+const JVM_PARK: &[(Pat, WaitKind)] = &[
+    (Cpp("Parker::park"), JvmPark),
+    (Cpp("os::PlatformEvent::park"), JvmPark),
+    (Cpp("os::PlatformMonitor::wait"), JvmPark),
 ];
 
 /// A demangled name as the table compares it: a qualified path's brackets dropped
@@ -230,6 +278,7 @@ fn normalise(name: &str) -> String {
 fn matches(pat: Pat, name: &str) -> bool {
     match pat {
         Symbol(s) => name == s,
+        Cpp(s) => name.split('(').next() == Some(s),
         Suffix(s) => ends_with_path(name, s),
         CrateSuffix(krate, s) => {
             // The crate may follow an `impl` prefix: `std::...` or `... as std::...`.
@@ -249,19 +298,43 @@ fn ends_with_path(name: &str, suffix: &str) -> bool {
 /// The kind of a wait whose stack's frames (function names, innermost first, inlined frames
 /// included) are `frames`.
 pub fn classify<'a>(frames: impl IntoIterator<Item = &'a str>) -> WaitKind {
+    decide(frames).map_or(Unknown, |(_, kind)| kind)
+}
+
+/// The rule that decides a wait's kind, if any: the tiers in the order the module's doc gives.
+fn decide<'a>(frames: impl IntoIterator<Item = &'a str>) -> Option<(Pat, WaitKind)> {
     let names: Vec<String> = frames.into_iter().map(normalise).collect();
     let first = |rules: &[(Pat, WaitKind)]| {
-        names.iter().find_map(|n| {
-            rules
-                .iter()
-                .find(|(p, _)| matches(*p, n))
-                .map(|&(_, kind)| kind)
-        })
+        names
+            .iter()
+            .find_map(|n| rules.iter().find(|(p, _)| matches(*p, n)).copied())
     };
-    first(OUTER)
+    first(JVM_MONITOR)
+        .or_else(|| first(JVM_PARK))
+        .or_else(|| first(OUTER))
         .or_else(|| first(SPECIFIC))
         .or_else(|| first(PARK))
-        .unwrap_or(Unknown)
+}
+
+/// Whether the lock of a wait with these frames (innermost first) is named by its call site
+/// rather than by its futex word (design §3.2): parking_lot parks each waiting thread on a
+/// word of its own thread data, and a bare park waits on the thread's parker, so the word
+/// says which thread waited, not on what. As in [`classify`], the rule that decides the kind
+/// decides this.
+pub fn keyed_by_call_site<'a>(frames: impl IntoIterator<Item = &'a str>) -> bool {
+    decide(frames).is_some_and(|(p, kind)| by_call_site(p, kind))
+}
+
+/// A rule whose futex word is not the lock's own (see [`keyed_by_call_site`]): parking_lot's,
+/// a bare park's, and HotSpot's (a JVM thread waits on its own event).
+fn by_call_site(p: Pat, kind: WaitKind) -> bool {
+    match p {
+        CrateSuffix("parking_lot", _) => true,
+        // Not a Go runtime thread's park (GoPark): no program frame is above it.
+        _ if kind == Park => true,
+        Cpp(_) => true,
+        _ => false,
+    }
 }
 
 /// Whether a frame is the runtime's rather than the program's: Rust's std, core and alloc,
@@ -276,6 +349,9 @@ pub fn is_runtime_frame(function: Option<&str>, module: Option<&str>) -> bool {
             || m.starts_with("ld-linux")
             || m.starts_with("ld-musl")
             || m == "[vdso]"
+            // HotSpot's own code, and contend's probe around the pthread calls it wraps.
+            || m.starts_with("libjvm.so")
+            || m.starts_with("libcontend_probe")
         {
             return true;
         }
@@ -299,6 +375,10 @@ pub fn is_runtime_frame(function: Option<&str>, module: Option<&str>) -> bool {
     .any(|p| f.starts_with(p))
         || f.starts_with("parking_lot::")
         || f.starts_with("parking_lot_core::")
+        || f.starts_with("lock_api::")
+        // Go's runtime (`runtime.futexsleep`; a C or Rust name cannot hold a dot).
+        || f.starts_with("runtime.")
+        || f.starts_with("contend_probe::")
         || f.contains(" as core::")
         || f.contains(" as std::")
         || f.contains(" as alloc::")
@@ -439,6 +519,82 @@ mod tests {
             "app::worker",
         ];
         assert_eq!(classify(park), Park);
+    }
+
+    #[test]
+    fn parking_lot_and_parks_are_keyed_by_call_site_std_locks_by_word() {
+        // examples/waits/parking_lot_mutex.rs's waits, as named here (rustc -g).
+        let parking_lot = [
+            "syscall",
+            "<parking_lot_core::thread_parker::imp::ThreadParker>::futex_wait",
+            "<parking_lot_core::thread_parker::imp::ThreadParker as parking_lot_core::thread_parker::ThreadParkerT>::park",
+            "parking_lot_core::parking_lot::park::{{closure}}",
+            "parking_lot_core::parking_lot::park",
+            "<parking_lot::raw_mutex::RawMutex>::lock_slow",
+            "<parking_lot::raw_mutex::RawMutex as lock_api::mutex::RawMutex>::lock",
+            "lock_api::mutex::Mutex<R,T>::lock",
+            "parking_lot_mutex::main::{{closure}}::{{closure}}::{{closure}}",
+        ];
+        assert_eq!(classify(parking_lot), Lock);
+        assert!(keyed_by_call_site(parking_lot));
+        assert!(keyed_by_call_site([
+            "<std::sys::pal::unix::thread_parking::Parker>::park",
+            "std::thread::park",
+            "app::worker",
+        ]));
+        assert!(!keyed_by_call_site(STD_MUTEX.iter().copied()));
+        assert!(!keyed_by_call_site(["syscall", "main"]));
+        // lock_api's generic Mutex::lock is the library's, not the program's frame.
+        assert!(is_runtime_frame(
+            Some("lock_api::mutex::Mutex<R,T>::lock"),
+            Some("/tmp/parking_lot_mutex")
+        ));
+    }
+
+    #[test]
+    fn go_runtime_parks_and_jvm_monitors() {
+        // A Go program's M parking (go1.26, frames as its DWARF names them).
+        let go = [
+            "runtime.futex",
+            "runtime.futexsleep",
+            "runtime.notesleep",
+            "runtime.stopm",
+        ];
+        assert_eq!(classify(go), GoPark);
+        assert!(
+            !keyed_by_call_site(go),
+            "no program frame above an M's park"
+        );
+        assert_eq!(
+            classify(["runtime.futex", "runtime.futexsleep", "runtime.lock2"]),
+            Lock
+        );
+        assert!(is_runtime_frame(Some("runtime.futexsleep"), None));
+        // OpenJDK 17's libjvm.so as its .symtab names them (Debian's, demangled).
+        let monitor = [
+            "__futex_abstimed_wait_common",
+            "___pthread_cond_wait",
+            "os::PlatformEvent::park()",
+            "ObjectMonitor::EnterI(JavaThread*)",
+            "ObjectMonitor::enter(JavaThread*)",
+            "ObjectSynchronizer::enter(Handle, BasicLock*, JavaThread*)",
+            "0x7f3b5c0123ab",
+        ];
+        assert_eq!(classify(monitor), JvmMonitor);
+        assert!(keyed_by_call_site(monitor));
+        assert_eq!(
+            classify(["___pthread_cond_wait", "Parker::park(bool, long)"]),
+            JvmPark
+        );
+        assert_eq!(
+            classify(["___pthread_cond_wait", "os::PlatformEvent::park(long)"]),
+            JvmPark
+        );
+        // Rust std's parker is not HotSpot's.
+        assert_eq!(
+            classify(["<std::sys::pal::unix::thread_parking::Parker>::park"]),
+            Park
+        );
     }
 
     #[test]

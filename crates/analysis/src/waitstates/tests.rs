@@ -523,6 +523,37 @@ fn clock_violation_counted_and_clamped() {
 }
 
 #[test]
+fn a_violation_within_the_clocks_error_ends_the_wait_at_the_exit() {
+    // Rank 1 waits in its receive from 40 to 90; rank 0's send begins at 100 on the aligned
+    // clocks. Each clock within 6 of rank 0's: the 10 apart is within their 12, so the send
+    // began, as far as the clocks tell, when the receive ended: a late sender of 50.
+    let events = [send(0, 100, 110, 1, 1, 0), recv(1, 40, 90, 2, 0, 0)];
+    let error: HashMap<Rank, u64> = [(0, 6), (1, 6)].into();
+    let ws = analyse_aligned(&events, &world(2), Thresholds::default(), &error);
+    let late = of(&ws, Pattern::LateSender);
+    assert_eq!(late.len(), 1);
+    assert_eq!((late[0].start_ns, late[0].wait_ns), (40, 50));
+    assert_eq!(ws.counts.clock_violations_p2p, 0);
+    assert_eq!(ws.counts.clock_violations_within_error, 1);
+    // Each within 4: 10 apart is beyond their 8, a violation, given no wait.
+    let error: HashMap<Rank, u64> = [(0, 4), (1, 4)].into();
+    let ws = analyse_aligned(&events, &world(2), Thresholds::default(), &error);
+    assert!(ws.instances.is_empty());
+    assert_eq!(ws.counts.clock_violations_p2p, 1);
+    assert_eq!(ws.counts.clock_violations_within_error, 0);
+    // A barrier rank 0 leaves at 50, 10 before rank 1 enters at 60: within 6 + 6, rank 0
+    // waited from 10 to its exit.
+    let b = Call::Barrier { comm: W };
+    let events = [coll(0, 10, 50, b.clone()), coll(1, 60, 70, b)];
+    let error: HashMap<Rank, u64> = [(0, 6), (1, 6)].into();
+    let ws = analyse_aligned(&events, &world(2), Thresholds::default(), &error);
+    let waits = of(&ws, Pattern::WaitAtBarrier);
+    assert_eq!(waits.len(), 1);
+    assert_eq!((waits[0].rank, waits[0].wait_ns), (0, 40));
+    assert_eq!(ws.counts.clock_violations_collective, 0);
+}
+
+#[test]
 fn unmatched_messages_counted_and_shown() {
     // Two sends 0→1, one receive: the second send is unmatched. A receive from rank 2,
     // which sent nothing: unmatched too.

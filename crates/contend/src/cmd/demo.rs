@@ -1,8 +1,8 @@
 //! `contend demo`: the guided tour. Builds the bundled examples with the system's C compiler,
 //! runs contend's commands on them as a user would type them, and cleans up.
 
-use crate::examples;
 use anyhow::{bail, Context};
+use bundled as examples;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -214,6 +214,43 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
     section(
         4,
+        "Locks that call no pthread function: a Rust std::sync::Mutex",
+        &format!(
+            "Rust's, C++ libraries' and runtimes' own locks wait on a futex directly. With --locks,\n\
+             contend also records every futex wait of the program, with its user stack (unwound\n\
+             from the binary's .eh_frame, no frame pointers needed). On `{}`: {}.",
+            examples::STD_MUTEX.name,
+            examples::STD_MUTEX.about
+        ),
+    )?;
+    match examples::build(&examples::STD_MUTEX, dir.path()) {
+        Err(e) => crate::output::outln!("This section is skipped: {e:#}."),
+        Ok(exe) => {
+            let run_dir = dir.path().join("std_mutex.data");
+            let truth = record_quietly(&exe, &run_dir)?;
+            let run_dir_s = run_dir.to_string_lossy().into_owned();
+            let waits_page = page("4-waits.html");
+            contend(&["report", &run_dir_s, "--top", "2", "--html", &waits_page])?;
+            pages.push(waits_page);
+            // The program times each `lock()` call: the wall time inside it, and the part of
+            // it the thread spent off its CPU (what a futex wait is).
+            let total = |field: &str| -> f64 {
+                truth
+                    .iter()
+                    .filter(|(k, _)| k.starts_with('t') && k.ends_with(field))
+                    .filter_map(|(_, v)| v.parse::<f64>().ok())
+                    .sum()
+            };
+            crate::output::outln!(
+                "The program's own measurement: its threads spent {} ms inside lock(), {} ms of it off their CPUs.",
+                ms(total(".lock_ns")),
+                ms(total(".offcpu_ns"))
+            );
+        }
+    }
+
+    section(
+        5,
         "One lock or two? The thesis's Sharequeue",
         &format!(
             "{}; then {}.",
@@ -244,7 +281,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
 
     section(
-        5,
+        6,
         "Who is active, and for how long",
         &format!(
             "`contend record` samples every thread's service time, run-queue wait and context\n\
@@ -273,7 +310,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     pages.push(activity_page);
 
     section(
-        6,
+        7,
         "Where did the speed-up go? (Tudor & Teo)",
         &format!(
             "`contend scale` runs a program on one core, on as many cores as threads and as one\n\
@@ -321,7 +358,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     ])?;
 
     section(
-        7,
+        8,
         "Comparing runs",
         "`contend diff` puts runs or reports side by side, metric by metric, with the change\n\
          against the first; `--fail-if` turns it into a CI gate.",
@@ -339,7 +376,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     ])?;
 
     section(
-        8,
+        9,
         "MPI wait states",
         "`contend record --mpi` builds a PMPI wrapper with the program's own mpicc and has the\n\
          launcher preload it into every rank; `contend report` finds Scalasca's wait states\n\
@@ -415,7 +452,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
 
     section(
-        9,
+        10,
         "Cache-line sharing",
         "`contend cc` builds a program with the compiler's ThreadSanitizer instrumentation and\n\
          links contend's sharing runtime instead of libtsan; `contend c2c record` runs it and\n\
@@ -472,7 +509,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     contend(&["c2c", "report", "--top", "1", &counter_run])?;
 
     section(
-        10,
+        11,
         "Contention made on purpose: atomics and cache-line transfers",
         "`contend bench atomic` burns CPUs with one instruction on one shared cache line (ccont's\n\
          method) and prints what each operation costs as CPUs join: a locked xadd pays for the\n\
@@ -514,7 +551,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
 
     section(
-        11,
+        12,
         "Context switches in a ring (lmbench lat_ctx)",
         "`contend bench ctx` passes a token around a ring of processes connected by pipes; each\n\
          sums a private array before passing it on. The same work without switching (one\n\
@@ -536,7 +573,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
 
     section(
-        12,
+        13,
         "Memory bandwidth and the memory contention generator",
         "`contend bench mem stream` is STREAM: four kernels over arrays four times the last-level\n\
          caches, best rate in GB/s and the results validated; `--nt` uses non-temporal stores.\n\
@@ -557,7 +594,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     ])?;
 
     section(
-        13,
+        14,
         "NUMA placement (AUTONUMA benchmarks)",
         "`contend bench numa` runs numa01 (two processes sharing a buffer), numa02 (a thread per\n\
          CPU on its own memory) and their variants with threads and memory bound together, bound\n\

@@ -224,6 +224,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     }
                 )
             );
+            crate::output::out!(
+                "{}",
+                report::waits::runtime::render_call_sites(
+                    &analysis::waits::call_sites(&w.report, &w.stacks),
+                    args.locks.top
+                )
+            );
+            crate::output::out!(
+                "{}",
+                report::waits::runtime::render_runtimes(&analysis::waits::runtimes(
+                    &w.report, &w.stacks
+                ))
+            );
         } else if let Some(why) = loaded.waits_not_measured() {
             crate::output::outln!();
             crate::output::out!("{}", report::waits::render_not_measured(why));

@@ -100,15 +100,15 @@ fn demo_runs_every_section_and_cleans_up() {
         "update_shared_counter (planted_hold.c:",
         "--top 2 --html ",
         "wrote this section's page: ",
-        "4. One lock or two?",
-        "10. Contention made on purpose",
+        "5. One lock or two?",
+        "11. Contention made on purpose",
         "$ contend bench atomic",
         "avg ns/op",
-        "11. Context switches in a ring",
+        "12. Context switches in a ring",
         "$ contend bench ctx --cpus",
         "\"size=0k ovr=",
-        "12. Memory bandwidth",
-        "13. NUMA placement",
+        "13. Memory bandwidth",
+        "14. NUMA placement",
         "reverse-bind (s)",
         "validation: passed",
         "achieved",
@@ -116,14 +116,14 @@ fn demo_runs_every_section_and_cleans_up() {
     ] {
         assert!(stdout.contains(needle), "demo output lacks {needle:?}");
     }
-    // A page per section with a run (locks, activity, sharing; MPI where installed), said.
+    // A page per section with a run (locks, waits, activity, sharing; MPI where installed), said.
     let pages = stdout
         .lines()
         .find_map(|l| l.strip_prefix("The sections' "))
         .and_then(|l| l.split_once(" pages were written in "))
         .map(|(n, _)| n.parse::<usize>().unwrap())
         .expect("the demo says where its pages are");
-    assert!(pages >= 3, "{pages} pages");
+    assert!(pages >= 4, "{pages} pages");
     let build_dir = stdout
         .lines()
         .find(|l| l.starts_with("Examples are built with"))

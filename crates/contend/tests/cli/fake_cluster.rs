@@ -252,7 +252,8 @@ fn check_hosts_and_clocks(
     // No violation once aligned, when the alignment is finer than the examples' messages take
     // (tens of µs): every offset from a round trip under 100 µs. Beside a CPU hog the round
     // trips reach milliseconds, a message can then be received "before" it was sent on the
-    // aligned clocks, and the analysis counts it (checked in analysis::waitstates's tests).
+    // aligned clocks: within the clocks' error the analysis ends the wait at the receive's
+    // exit, beyond it counts it (both checked in analysis::waitstates's tests).
     let fine = m["ranks"].as_array().unwrap().iter().all(|r| {
         ["round_trip_at_init_ns", "round_trip_at_finalize_ns"]
             .iter()

@@ -41,5 +41,6 @@ mod shell;
 mod terminal;
 mod topo;
 mod waits;
+mod waits_runtimes;
 mod whatif;
 mod r#where;
