@@ -21,9 +21,11 @@
 
 mod call_sites;
 mod classify;
+mod kernel;
 mod runtimes;
 pub use call_sites::{call_sites, CallSiteWaits};
 pub use classify::{classify, is_runtime_frame, keyed_by_call_site, WaitKind};
+pub use kernel::{blocked_by_lock, entry_site, KernelLockWaits};
 pub use runtimes::{is_jit_frame, runtime_of, runtimes, Runtime, RuntimeSite, RuntimeWaits};
 
 use serde::Serialize;
@@ -221,6 +223,9 @@ pub struct WaitReport {
     pub with_stack: u64,
     pub without_stack: u64,
     pub unknown_stacks: u64,
+    /// Blocks that waited for a kernel lock (also in the other blocks), per lock, taker and
+    /// program frame, most time first.
+    pub kernel_locks: Vec<KernelLockWaits>,
     /// The measured futex waits per (process, futex word, stack), for profiles and folded
     /// stacks; empty without stacks.
     #[serde(skip)]
@@ -473,6 +478,7 @@ pub fn waits_with_stacks(
             });
         }
     }
+    report.kernel_locks = kernel::kernel_locks(threads, &by_tid, stacks);
     report.stack_waits = stack_waits.into_values().collect();
     report.kinds = kinds.into_values().collect();
     report

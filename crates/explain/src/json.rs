@@ -94,6 +94,9 @@ pub struct WaitsJson<'a> {
     pub addresses: Vec<FutexWordJson<'a>>,
     pub threads: &'a [analysis::waits::ThreadWaits],
     pub reasons: &'a [analysis::waits::ReasonWaits],
+    /// The other blocks that waited for a kernel lock, per lock, the kernel function that took
+    /// it and the program's frame that entered the kernel (issue 22 slice 5).
+    pub kernel_locks: &'a [analysis::waits::KernelLockWaits],
     /// The run recorded the blocks' user stacks (`stacks/*.ustk`).
     pub stacks_recorded: bool,
     /// Measured futex waits per kind, from their stacks.
@@ -144,6 +147,7 @@ impl<'a> WaitsJson<'a> {
                 .collect(),
             threads: &r.threads,
             reasons: &r.reasons,
+            kernel_locks: &r.kernel_locks,
             stacks_recorded: w.stacks_recorded,
             kinds: &r.kinds,
             with_stack: r.with_stack,

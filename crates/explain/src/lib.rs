@@ -145,6 +145,7 @@ impl Run {
             report::activity::OffCpuBlocked {
                 futex_ns: r.futex_ns.saturating_sub(r.futex_runqueue_ns),
                 other_ns: r.other_ns.saturating_sub(r.other_runqueue_ns),
+                kernel_locks: report::kernel_locks::activity_share(&r.kernel_locks),
             }
         })
     }

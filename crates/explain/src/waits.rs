@@ -314,8 +314,13 @@ pub(crate) fn waits(
             let stack = match b.block.stack {
                 None => StackIn::NotRecorded,
                 Some(trace::offcpu::BlockStack::Missing(_)) => StackIn::Missing,
-                // Only futex waits are unwound: the other blocks are shown by reason.
-                Some(trace::offcpu::BlockStack::Entry(_)) if b.block.futex.is_none() => {
+                // Only futex and kernel-lock waits are unwound: the others are shown by reason.
+                Some(trace::offcpu::BlockStack::Entry(_))
+                    if b.block.futex.is_none()
+                        && !s
+                            .string(b.block.reason)
+                            .is_some_and(|r| r.starts_with(trace::kernel_lock::PREFIX)) =>
+                {
                     StackIn::Missing
                 }
                 Some(trace::offcpu::BlockStack::Entry(i)) => {

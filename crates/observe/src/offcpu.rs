@@ -23,6 +23,8 @@
 //! bytes); [`OffCpuRecorder`] opens, drains into `streams/offcpu-PID.cst` (one stream per
 //! process: see `trace::offcpu`) and closes.
 
+pub mod kernel_lock;
+
 use crate::reopen::ReopeningFile;
 use crate::schedtrace::format::{Field, TracepointFormat};
 use crate::schedtrace::ring::Ring;
@@ -305,10 +307,13 @@ pub fn futex_call<'a>(names: impl IntoIterator<Item = &'a str>) -> Option<FutexC
     None
 }
 
-/// The reason a chain (names, innermost first) gives: the innermost frame that is not the
-/// scheduler's, and the system call when it is another frame (`do_nanosleep
-/// (__x64_sys_clock_nanosleep)`).
+/// The reason a chain (names, innermost first) gives: the kernel lock it waited for
+/// ([`kernel_lock`]), else the innermost frame that is not the scheduler's, and the system
+/// call when it is another frame (`do_nanosleep (__x64_sys_clock_nanosleep)`).
 pub fn reason(names: &[&str]) -> Option<String> {
+    if let Some(lock) = kernel_lock::kernel_lock(names, is_scheduler_frame) {
+        return Some(lock.to_reason());
+    }
     let inner = names.iter().find(|n| !is_scheduler_frame(n))?;
     let syscall = names
         .iter()

@@ -342,12 +342,21 @@ pub fn blocked_explained(
     if off_cpu.is_some() {
         let _ = write!(
             out,
-            "futex waits {:.3} s ({:.0} %), other blocks the scheduler named {:.3} s ({:.0} %) (see Waits); ",
+            "futex waits {:.3} s ({:.0} %), other blocks the scheduler named {:.3} s ({:.0} %)",
             futex / 1e9,
             pct(futex),
             other_blocks / 1e9,
             pct(other_blocks)
         );
+        let locks: Vec<String> = off_cpu
+            .iter()
+            .flat_map(|o| o.kernel_locks.iter().flatten())
+            .map(|(name, ns)| format!("{name} {:.3} s", *ns as f64 / 1e9))
+            .collect();
+        if !locks.is_empty() {
+            let _ = write!(out, ", of which kernel locks: {}", locks.join(", "));
+        }
+        out.push_str(" (see Waits); ");
     }
     if rest >= 0.0 && off_cpu.is_some() {
         // Every block was traced: what is left is where the sampler's blocked time and the
@@ -382,12 +391,14 @@ pub fn blocked_explained(
 
 /// What the off-CPU recorder saw of the threads' blocked time (not runnable: the run-queue
 /// time after each wake-up is left out), ns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct OffCpuBlocked {
     /// Futex waits the probe did not count.
     pub futex_ns: u64,
     /// Blocks that were not futex waits.
     pub other_ns: u64,
+    /// Of `other_ns`, the kernel locks' by name, most first (`kernel_locks::activity_share`).
+    pub kernel_locks: [Option<(&'static str, u64)>; 3],
 }
 
 /// Running and waiting threads over time (SVG). A running thread's on-CPU time in schedstat
@@ -498,8 +509,23 @@ mod tests {
         let off_cpu = OffCpuBlocked {
             futex_ns: 250_000_000,
             other_ns: 50_000_000,
+            kernel_locks: [None; 3],
         };
         let with_futex = blocked_explained(&view(1_000_000_000), &locks, Some(off_cpu));
+        assert!(!with_futex.contains("kernel locks"), "{with_futex}");
+        let with_kernel_locks = OffCpuBlocked {
+            kernel_locks: [
+                Some(("mmap_lock", 30_000_000)),
+                Some(("other kernel locks", 5_000_000)),
+                None,
+            ],
+            ..off_cpu
+        };
+        let line_k = blocked_explained(&view(1_000_000_000), &locks, Some(with_kernel_locks));
+        assert!(
+            line_k.contains("other blocks the scheduler named 0.050 s (5 %), of which kernel locks: mmap_lock 0.030 s, other kernel locks 0.005 s (see Waits); "),
+            "{line_k}"
+        );
         assert!(
             with_futex.contains("futex waits 0.250 s (25 %)")
                 && with_futex.contains("other blocks the scheduler named 0.050 s (5 %)")

@@ -230,6 +230,7 @@ pub fn render(
         }
         let _ = writeln!(out, "{t}");
     }
+    out.push_str(&crate::kernel_locks::render(&r.kernel_locks, opts.top));
     out
 }
 
