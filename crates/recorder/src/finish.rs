@@ -95,6 +95,10 @@ pub fn offcpu_meta(meta: &mut Meta, outcome: &launch::Outcome, notices: &mut dyn
                 stacks: stats.stacks,
                 stack_bytes: stats.stack_bytes,
                 stacks_over_budget: stats.stacks_over_budget,
+                wakings: stats.wakings,
+                futex_wakes: stats.futex_wakes,
+                waking_stacks: stats.waking_stacks,
+                wakings_unavailable: stats.wakings_unavailable.is_some(),
             });
             if stats.stacks_over_budget > 0 {
                 note(

@@ -115,6 +115,18 @@ pub struct OffCpuMeta {
     /// Blocks kept without a stack because the run's stack budget (`--stack-budget`) was spent.
     #[serde(default)]
     pub stacks_over_budget: u64,
+    /// Wakings of a thread by one of the program's threads (`sched_waking`, slice 3); of
+    /// those, futex wakes with their word; and wakings kept with the waker's user stack.
+    /// Absent (0) in runs recorded before wakes were.
+    #[serde(default)]
+    pub wakings: u64,
+    #[serde(default)]
+    pub futex_wakes: u64,
+    #[serde(default)]
+    pub waking_stacks: u64,
+    /// The wakes were asked for but could not be recorded: who woke whom is not known.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub wakings_unavailable: bool,
 }
 
 /// A generator run beside the program for the whole run, on other CPUs.
