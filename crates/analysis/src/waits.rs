@@ -91,8 +91,11 @@ pub enum WokenBy {
     Timer,
     /// An interrupt that came while a thread of the program ran.
     Interrupt,
-    /// A thread of the program, by another path (a wake on another word, a signal, an exit).
+    /// A thread of the program, by another path (a wake on another word, a signal).
     OtherPath(usize),
+    /// A thread of the program by a path its events do not see: its exit (a join's wake comes
+    /// after the exiting thread's events are closed).
+    ProgramUntraced(u32),
     /// A task outside the program (its tid, from the sched tracepoints).
     OtherTask(u32),
     /// Nothing traced says (the wake-up came from an idle CPU's interrupt, or was not traced).
@@ -226,7 +229,7 @@ pub struct WokenByCounts {
     pub timer: WaitCount,
     /// An interrupt that came while a thread of the program ran.
     pub interrupt: WaitCount,
-    /// A thread of the program by another path (a wake on another word, a signal, an exit).
+    /// A thread of the program by another path (a wake on another word, a signal, its exit).
     pub other_path: WaitCount,
     /// A task outside the program.
     pub other_task: WaitCount,
@@ -552,6 +555,11 @@ pub fn waits_and_blame(
 ) -> WaitReport {
     let index = WakingIndex::new(wakings);
     let mut blame = Blame::default();
+    let program_tids: BTreeSet<u32> = threads
+        .iter()
+        .map(|t| t.tid)
+        .chain(wakings.iter().map(|w| w.tid))
+        .collect();
     let mut by_tid: BTreeMap<u32, Vec<StateChange>> = BTreeMap::new();
     for (tid, changes) in states {
         by_tid.entry(*tid).or_default().extend_from_slice(changes);
@@ -632,14 +640,13 @@ pub fn waits_and_blame(
                         end,
                         sched_waker,
                     };
-                    blame.add(
-                        &to_pair,
-                        pair(&to_pair, &index),
-                        stack,
-                        covered,
-                        &index,
-                        stacks,
-                    );
+                    let by = match pair(&to_pair, &index) {
+                        WokenBy::OtherTask(k) if program_tids.contains(&k) => {
+                            WokenBy::ProgramUntraced(k)
+                        }
+                        by => by,
+                    };
+                    blame.add(&to_pair, by, stack, covered, &index, stacks);
                     if covered {
                         a.probe_counted += 1;
                         a.probe_counted_ns += len;
@@ -786,7 +793,7 @@ impl Blame {
             WokenBy::FutexWake(k) => k,
             WokenBy::Timer => return c.timer.add(len),
             WokenBy::Interrupt => return c.interrupt.add(len),
-            WokenBy::OtherPath(_) => return c.other_path.add(len),
+            WokenBy::OtherPath(_) | WokenBy::ProgramUntraced(_) => return c.other_path.add(len),
             WokenBy::OtherTask(_) => return c.other_task.add(len),
             WokenBy::Unknown => return c.unknown.add(len),
         };

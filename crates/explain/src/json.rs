@@ -103,6 +103,15 @@ pub struct WaitsJson<'a> {
     pub with_stack: u64,
     pub without_stack: u64,
     pub unknown_stacks: u64,
+    /// The program's wakes were recorded (else no wait is paired with its waker).
+    pub wakes_recorded: bool,
+    /// What ended the measured futex waits (those the probe counted included).
+    pub woken_by: &'a analysis::waits::WokenByCounts,
+    /// Who made whom wait: waiter site → waker site, most time first.
+    pub blame: &'a [analysis::waits::BlamePair],
+    /// Critical sections by the wait they caused (each waiter counted, as Go's mutex
+    /// profile), most first.
+    pub holders: &'a [analysis::waits::HolderCharge],
 }
 
 /// One futex word's waits and its name.
@@ -145,6 +154,10 @@ impl<'a> WaitsJson<'a> {
             with_stack: r.with_stack,
             without_stack: r.without_stack,
             unknown_stacks: r.unknown_stacks,
+            wakes_recorded: r.wakes_recorded,
+            woken_by: &r.woken_by,
+            blame: &r.blame,
+            holders: &r.holders,
         }
     }
 }

@@ -8,9 +8,13 @@
 //! symbolizer (inlined frames expanded) and classified (`analysis::waits::classify`); the
 //! analysis gets plain [`WaitStack`]s. A stack that does not unwind past its first frame is
 //! kept, as `[unknown]`, and counted.
+//!
+//! Blame (slice 3): the streams' wakings, their wakers' stacks named the same way (in the same
+//! list of distinct stacks), go to `analysis::waits::waits_and_blame`, which pairs each wait
+//! with what ended it.
 
 use crate::Notice;
-use analysis::waits::{BlockIn, ProbeWait, StackIn, ThreadBlocks, WaitReport, WaitStack};
+use analysis::waits::{BlockIn, ProbeWait, StackIn, ThreadBlocks, WaitReport, WaitStack, WakingIn};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use trace::{EventKind, Stream};
@@ -249,6 +253,7 @@ pub(crate) fn waits(
     notices: &mut Vec<Notice>,
 ) -> Result<Option<Waits>, crate::Error> {
     let mut threads: Vec<ThreadBlocks> = Vec::new();
+    let mut wakings: Vec<WakingIn> = Vec::new();
     let mut index: HashMap<(u32, u32), usize> = HashMap::new();
     let mut unpaired = 0;
     let mut syms = Symbolizers::new(run_dir);
@@ -265,12 +270,15 @@ pub(crate) fn waits(
     let (mut missing_entries, mut bad_entries) = (0u64, 0u64);
     let mut unreadable: Vec<String> = Vec::new();
     for (file, s) in offcpu_streams(meta, streams) {
-        let (blocks, bad) = trace::offcpu::blocks(s.events(), s.header.tid);
-        unpaired += bad;
-        // The stream's stack file, read only when a block names an entry in it.
-        let wants_file = blocks
-            .iter()
-            .any(|b| matches!(b.block.stack, Some(trace::offcpu::BlockStack::Entry(_))));
+        let decoded = trace::offcpu::decode(s.events(), s.header.tid);
+        let (blocks, stream_wakings) = (decoded.blocks, decoded.wakings);
+        unpaired += decoded.unpaired;
+        // The stream's stack file, read only when a block or waking names an entry in it.
+        let is_entry = |st: Option<trace::offcpu::BlockStack>| {
+            matches!(st, Some(trace::offcpu::BlockStack::Entry(_)))
+        };
+        let wants_file = blocks.iter().any(|b| is_entry(b.block.stack))
+            || stream_wakings.iter().any(|w| is_entry(w.waking.stack));
         stacks_recorded |= blocks.iter().any(|b| b.block.stack.is_some());
         let bytes = match trace::ustack::sidecar_of(file) {
             Some(rel) if wants_file => {
@@ -304,6 +312,30 @@ pub(crate) fn waits(
         // whose stream the recorder closed and reopened (`offcpu-PID.2.cst`) is one process:
         // its threads' blocks are merged, so each block ends before the thread's next.
         let pid = s.header.pid;
+        for w in stream_wakings {
+            let stack = match w.waking.stack {
+                None => StackIn::NotRecorded,
+                Some(trace::offcpu::BlockStack::Missing(_)) => StackIn::Missing,
+                Some(trace::offcpu::BlockStack::Entry(i)) => {
+                    match stack_file.as_ref().and_then(|f| f.entries.get(&i)) {
+                        Some(e) => StackIn::At(namer.index(run_dir, &mut syms, pid, e)?),
+                        None => {
+                            missing_entries += 1;
+                            StackIn::Missing
+                        }
+                    }
+                }
+            };
+            wakings.push(WakingIn {
+                pid,
+                tid: w.tid,
+                ts: w.waking.ts,
+                woken: w.waking.woken,
+                how: w.waking.how,
+                futex: w.waking.futex,
+                stack,
+            });
+        }
         for b in blocks {
             let stack = match b.block.stack {
                 None => StackIn::NotRecorded,
@@ -382,8 +414,13 @@ pub(crate) fn waits(
         )));
     }
     let (probe, blocks) = probe_waits(meta, streams);
-    let report =
-        analysis::waits::waits_with_stacks(&threads, states.unwrap_or(&[]), &probe, &namer.stacks);
+    let report = analysis::waits::waits_and_blame(
+        &threads,
+        &wakings,
+        states.unwrap_or(&[]),
+        &probe,
+        &namer.stacks,
+    );
     if report.unknown_stacks > 0 {
         notices.push(Notice(format!(
             "user stacks: {} futex wait(s) have a stack that did not unwind past its first frame (code without call frame information, the vDSO, or a module changed since the run): shown as [unknown]",

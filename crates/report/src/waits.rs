@@ -3,6 +3,8 @@
 //! the lock probe already counted; and the other blocks by the kernel function that blocked.
 //! With user stacks (slice 2): each futex word's waits by kind (lock, condition, ...) and by
 //! the program's own frame that waited.
+//! Blame (slice 3): what ended the waits; who made whom wait (waiter site → waker site); and
+//! the critical sections charged with the wait they caused (Go's mutex profile).
 
 use crate::table::new_table;
 use analysis::waits::WaitReport;
@@ -184,6 +186,7 @@ pub fn render(
         }
         let _ = writeln!(out, "{t}");
     }
+    render_blame(&mut out, r, opts);
     let threads: Vec<_> = r
         .threads
         .iter()
@@ -229,6 +232,91 @@ pub fn render(
         let _ = writeln!(out, "{t}");
     }
     out
+}
+
+/// A site's label in the blame tables.
+fn site_label(site: &Option<String>) -> String {
+    site.clone()
+        .unwrap_or_else(|| "? (no stack or no program frame)".into())
+}
+
+/// What ended the waits, who made whom wait, and the critical sections charged.
+fn render_blame(out: &mut String, r: &WaitReport, opts: RenderOptions) {
+    let measured = r.futex_waits + r.probe_counted;
+    if measured == 0 {
+        return;
+    }
+    if !r.wakes_recorded {
+        let _ = writeln!(
+            out,
+            "\n  Who woke whom: not recorded (wakes not traced in this run): no wait is charged to a holder."
+        );
+        return;
+    }
+    let w = &r.woken_by;
+    let parts: Vec<String> = [
+        ("a futex wake by the program", w.futex_wake),
+        ("a timer", w.timer),
+        ("an interrupt", w.interrupt),
+        ("the program by another path", w.other_path),
+        ("a task outside the program", w.other_task),
+        ("not traced", w.unknown),
+    ]
+    .iter()
+    .filter(|(_, c)| c.waits > 0)
+    .map(|(what, c)| format!("{what} {} ({} s)", c.waits, s(c.total_ns)))
+    .collect();
+    let _ = writeln!(
+        out,
+        "\n  Woken by: {} (of {measured} futex wait(s), those the probe counted included).",
+        parts.join("; ")
+    );
+    if !r.blame.is_empty() {
+        out.push('\n');
+        let _ = writeln!(
+            out,
+            "Who made whom wait (the waiter's line, and the waker's: where the holder's critical section ended):"
+        );
+        // The times first: the sites are long and wrap, the figures never drop.
+        let mut t = new_table(&["total (s)", "waits", "waiter", "woken at"], &[0, 1]);
+        t.keep(&[1, 2, 3]);
+        for p in r.blame.iter().take(opts.top) {
+            let kind = p.waiter_kind.map_or(String::new(), |k| format!("{k} at "));
+            t.add_row(vec![
+                s(p.total_ns),
+                p.waits.to_string(),
+                format!("{kind}{}", site_label(&p.waiter_site)),
+                site_label(&p.waker_site),
+            ]);
+        }
+        let _ = writeln!(out, "{t}");
+    }
+    if !r.holders.is_empty() {
+        out.push('\n');
+        let _ = writeln!(
+            out,
+            "Critical sections by wait caused (each waiter counted, as Go's mutex profile):"
+        );
+        let mut t = new_table(
+            &[
+                "charged (s)",
+                "waits",
+                "waiters",
+                "critical section ended at",
+            ],
+            &[0, 1, 2],
+        );
+        t.keep(&[1, 2, 3]);
+        for h in r.holders.iter().take(opts.top) {
+            t.add_row(vec![
+                s(h.total_ns),
+                h.waits.to_string(),
+                h.waiters.to_string(),
+                site_label(&h.waker_site),
+            ]);
+        }
+        let _ = writeln!(out, "{t}");
+    }
 }
 
 /// The measured futex waits with stacks as profile samples (`contentions`, `delay`), one per
@@ -369,5 +457,86 @@ mod tests {
             samples[0].stack.last().unwrap().function,
             "[futex wait HOT lock]"
         );
+    }
+
+    #[test]
+    fn the_blame_tables_name_the_waker_and_charge_it() {
+        use analysis::waits::{waits_and_blame, WakingIn};
+        use trace::offcpu::{WakeFutex, WakeHow};
+        let futex = Some(FutexArgs {
+            uaddr: 0x5000,
+            op: 0x80,
+        });
+        let threads: Vec<ThreadBlocks> = [10, 11]
+            .iter()
+            .map(|&tid| ThreadBlocks {
+                pid: 1,
+                tid,
+                blocks: vec![BlockIn {
+                    ts: 1_000_000,
+                    reason: None,
+                    futex,
+                    stack: StackIn::At(0),
+                }],
+            })
+            .collect();
+        let wakings: Vec<WakingIn> = [10, 11]
+            .iter()
+            .map(|&woken| WakingIn {
+                pid: 1,
+                tid: 12,
+                ts: 3_000_000,
+                woken,
+                how: WakeHow::Futex,
+                futex: Some(WakeFutex {
+                    uaddr: 0x5000,
+                    op: 0x81,
+                    uaddr2: None,
+                }),
+                stack: StackIn::At(1),
+            })
+            .collect();
+        let run = |ts| StateChange {
+            ts,
+            state: State::Running,
+            cpu: None,
+            waker: 0,
+        };
+        let states = [(10, vec![run(3_000_100)]), (11, vec![run(3_000_200)])];
+        let stacks = [
+            WaitStack {
+                kind: WaitKind::Condition,
+                site: Some("m::wait (m.rs:5)".into()),
+                frames: Vec::new(),
+                unknown: false,
+            },
+            WaitStack {
+                kind: WaitKind::Unknown,
+                site: Some("m::publish (m.rs:9)".into()),
+                frames: Vec::new(),
+                unknown: false,
+            },
+        ];
+        let r = waits_and_blame(&threads, &wakings, &states, &[], &stacks);
+        let opts = RenderOptions {
+            top: 10,
+            ends_traced: true,
+        };
+        let text = render(&r, &HashMap::new(), &HashMap::new(), opts);
+        assert!(
+            text.contains("Woken by: a futex wake by the program 2 (0.004 s)"),
+            "{text}"
+        );
+        assert!(text.contains("condition at m::wait (m.rs:5)"), "{text}");
+        // One notify woke both: charged both waits, 2.0001 + 2.0002 ms.
+        let row = text
+            .lines()
+            .find(|l| l.contains("m::publish (m.rs:9)") && !l.contains("condition"))
+            .unwrap_or_else(|| panic!("{text}"));
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(&cells[1..4], ["0.004", "2", "2"], "{row}");
+        let without = waits_and_blame(&threads, &[], &states, &[], &stacks);
+        let text = render(&without, &HashMap::new(), &HashMap::new(), opts);
+        assert!(text.contains("Who woke whom: not recorded"), "{text}");
     }
 }
