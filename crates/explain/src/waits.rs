@@ -171,6 +171,16 @@ fn unknown_frame(address: u64) -> analysis::waits::WaitFrame {
     }
 }
 
+/// contend's own lock probe (LD_PRELOAD), which interposes the pthread calls: its frames sit
+/// between the program's call and the C library's, and are never the program's site.
+fn is_probe_module(module: Option<&str>) -> bool {
+    module.is_some_and(|m| {
+        m.rsplit('/')
+            .next()
+            .is_some_and(|f| f.starts_with("libcontend_probe"))
+    })
+}
+
 /// The frames of a walked stack named (inlined frames expanded, innermost first), its kind,
 /// and the program's frame that waited.
 fn name_stack(sym: &mut symbolize::Symbolizer, walked: &symbolize::unwind::Unwound) -> WaitStack {
@@ -205,6 +215,7 @@ fn name_stack(sym: &mut symbolize::Symbolizer, walked: &symbolize::unwind::Unwou
             if site.is_none()
                 && i > 0
                 && !analysis::waits::is_runtime_frame(function.as_deref(), module.as_deref())
+                && !is_probe_module(module.as_deref())
                 && (function.is_some() || location.is_some())
             {
                 site = Some(label.clone());

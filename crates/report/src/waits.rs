@@ -290,6 +290,13 @@ fn render_blame(out: &mut String, r: &WaitReport, opts: RenderOptions) {
             ]);
         }
         let _ = writeln!(out, "{t}");
+        let probe: u64 = r.blame.iter().map(|p| p.probe_counted).sum();
+        if probe > 0 {
+            let _ = writeln!(
+                out,
+                "  {probe} of these wait(s) lay inside pthread calls the lock probe recorded: counted in its lock section, shown here for their waker."
+            );
+        }
     }
     if !r.holders.is_empty() {
         out.push('\n');
