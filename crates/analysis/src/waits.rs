@@ -169,6 +169,8 @@ pub struct WaitToPair {
     pub start: u64,
     pub end: u64,
     pub sched_waker: u32,
+    /// The wait's stack (an index into the stacks given), if any.
+    pub stack: Option<u32>,
 }
 
 /// Slack past a wait's end for its waking: where the switch in was not traced, the wait ends
@@ -280,6 +282,9 @@ pub struct PairedWait {
     pub waker: u32,
     /// When the waker woke it.
     pub woken_at: u64,
+    /// The waiter's and the waker's stacks (indexes into the stacks given), if recorded.
+    pub waiter_stack: Option<u32>,
+    pub waker_stack: Option<u32>,
 }
 
 /// A named frame of a wait's stack.
@@ -639,6 +644,10 @@ pub fn waits_and_blame(
                         start: b.ts,
                         end,
                         sched_waker,
+                        stack: match b.stack {
+                            StackIn::At(i) if stack.is_some() => Some(i),
+                            _ => None,
+                        },
                     };
                     let by = match pair(&to_pair, &index) {
                         WokenBy::OtherTask(k) if program_tids.contains(&k) => {
@@ -846,6 +855,11 @@ impl Blame {
             end: w.end,
             waker: waking.tid,
             woken_at: waking.ts,
+            waiter_stack: w.stack,
+            waker_stack: match waking.stack {
+                StackIn::At(i) => Some(i),
+                _ => None,
+            },
         });
     }
 

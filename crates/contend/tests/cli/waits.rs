@@ -1016,3 +1016,60 @@ fn pthread_lock_waits_get_their_waker() {
         w["futex_waits"]
     );
 }
+
+/// Slice 3: `--perfetto` draws each paired wait with a flow from the waker's "wakes" slice
+/// to the waiter's "woken" slice, on the right threads: the notify_all publisher to each of
+/// its waiters.
+#[test]
+fn perfetto_flows_go_from_the_waker_to_the_waiter() {
+    let _one = serial();
+    if !root_for_perf() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(exe) = build("examples/waits/notify_all.rs", dir.path()) else {
+        return;
+    };
+    let truth = common::record(dir.path(), &["--locks"], &exe, &["-r", "2"]);
+    let out = contend_in(dir.path(), &["report", "run", "--perfetto", "run.pftrace"]);
+    assert!(out.status.success(), "{}", show(&out));
+    let w = waits_json(dir.path());
+    let paired = w["woken_by"]["futex_wake"]["waits"].as_u64().unwrap();
+    let Some(rows) = common::trace_processor(
+        &dir.path().join("run.pftrace"),
+        &[
+            "select a.name as out_name, b.name as in_name, ta.tid as out_tid, tb.tid as in_tid \
+           from flow f join slice a on f.slice_out = a.id join slice b on f.slice_in = b.id \
+           join thread_track ka on a.track_id = ka.id join thread ta using (utid) \
+           join thread_track kb on b.track_id = kb.id join thread tb on kb.utid = tb.utid \
+           where a.category = 'futex wake'",
+        ],
+    ) else {
+        return;
+    };
+    let flows = &rows[0];
+    assert_eq!(
+        flows.len() as u64,
+        paired,
+        "one flow per paired wait: {flows:?}"
+    );
+    let waiters = num(&truth, "waiters") as usize;
+    let to_waiters: std::collections::BTreeSet<u64> = flows
+        .iter()
+        .filter(|f| {
+            f["out_name"]
+                .as_str()
+                .is_some_and(|n| n.contains("notify_all.rs:"))
+                && f["in_name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("woken by"))
+                && f["out_tid"] != f["in_tid"]
+        })
+        .map(|f| f["in_tid"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        to_waiters.len(),
+        waiters,
+        "flows from the notify to every waiter: {flows:?}"
+    );
+}
