@@ -107,12 +107,14 @@ pub struct OffCpuMeta {
     /// Kernel symbols were readable: without them no futex wait is recognised.
     #[serde(default)]
     pub kernel_symbols: bool,
-    /// Blocks kept with their user stack (`stacks/*.ustk`), and those files' bytes.
+    /// Blocks and wakings kept with their user stack (`stacks/*.ustk`), and those files'
+    /// bytes.
     #[serde(default)]
     pub stacks: u64,
     #[serde(default)]
     pub stack_bytes: u64,
-    /// Blocks kept without a stack because the run's stack budget (`--stack-budget`) was spent.
+    /// Blocks and wakings kept without a stack because the run's stack budget
+    /// (`--stack-budget`) was spent.
     #[serde(default)]
     pub stacks_over_budget: u64,
     /// Wakings of a thread by one of the program's threads (`sched_waking`, slice 3); of
