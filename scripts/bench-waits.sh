@@ -32,7 +32,7 @@ span_ms() {
   python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); a,b=m["monotonic_span"]; print("%.3f" % ((b-a)/1e6))' "$1/meta.json"
 }
 blocks() {
-  python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); o=m.get("offcpu") or {}; print(o.get("blocks", 0), o.get("wakings", 0), o.get("lost", 0), o.get("stack_bytes", 0) >> 10)' "$1/meta.json"
+  python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); o=m.get("offcpu") or {}; print(o.get("blocks", 0), o.get("wakings") or 0, o.get("lost", 0), o.get("stack_bytes", 0) >> 10)' "$1/meta.json"
 }
 median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 for prog in ${PROGRAMS:-planted_hold std_mutex futex_pingpong sysbench_mutex}; do

@@ -425,13 +425,16 @@ pub(crate) fn waits(
         )));
     }
     let (probe, blocks) = probe_waits(meta, streams);
-    let report = analysis::waits::waits_and_blame(
+    let mut report = analysis::waits::waits_and_blame(
         &threads,
         &wakings,
         states.unwrap_or(&[]),
         &probe,
         &namer.stacks,
     );
+    // A run that recorded wakes, none of them by the program, still recorded them: its waits
+    // were all ended by others.
+    report.wakes_recorded |= meta.offcpu.as_ref().is_some_and(|o| o.wakings.is_some());
     if report.unknown_stacks > 0 {
         notices.push(Notice(format!(
             "user stacks: {} futex wait(s) have a stack that did not unwind past its first frame (code without call frame information, the vDSO, or a module changed since the run): shown as [unknown]",

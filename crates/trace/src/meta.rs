@@ -119,9 +119,9 @@ pub struct OffCpuMeta {
     pub stacks_over_budget: u64,
     /// Wakings of a thread by one of the program's threads (`sched_waking`, slice 3); of
     /// those, futex wakes with their word; and wakings kept with the waker's user stack.
-    /// Absent (0) in runs recorded before wakes were.
-    #[serde(default)]
-    pub wakings: u64,
+    /// Absent in runs recorded before wakes were (their waits cannot be paired).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wakings: Option<u64>,
     #[serde(default)]
     pub futex_wakes: u64,
     #[serde(default)]
