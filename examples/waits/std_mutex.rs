@@ -121,7 +121,7 @@ fn main() {
                         while now(CLOCK_THREAD_CPUTIME_ID) < until {
                             std::hint::spin_loop();
                         }
-                        drop(guard);
+                        drop(guard); // the critical section ends: where the waiters are woken
                     }
                     m
                 })

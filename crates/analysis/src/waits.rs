@@ -17,6 +17,18 @@
 //! ([`WaitStack`]: the kind from [`classify`], the program's frame that waited, the frames);
 //! waits are then also counted per kind and per (kind, program frame) on each futex word.
 //!
+//! **Blame** (slice 3, design §3.1): each measured futex wait of thread W from t0 to its switch
+//! in is paired ([`pair`]) with the first waking of W in (t0, switch in] by a thread of the
+//! program whose kernel chain is a futex wake on the same (pid, word) (or on the word a requeue
+//! moved W's to); the waker's stack marks the end of the holder's critical section. Otherwise
+//! the wait was ended by a timer, by an interrupt, by another kernel path of the program, by a
+//! task outside the program (the sched tracepoints' waker), or by what was not traced. The
+//! pairs give "who made whom wait" (waiter site → waker site) and, as Go's runtime mutex
+//! profile does, the **holder charge**: each waker site is charged the sum of the waits it
+//! ended, a broadcast every waiter it woke (100 waiters blocked 10 ms = 1 s). Waits the lock
+//! probe already counted are paired too (they are not counted again in the totals, but their
+//! waker is shown): pthread locks get blame as well.
+//!
 //! Pure: plain values in, a [`WaitReport`] out.
 
 mod call_sites;
@@ -30,7 +42,7 @@ pub use runtimes::{is_jit_frame, runtime_of, runtimes, Runtime, RuntimeSite, Run
 
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
-use trace::offcpu::FutexArgs;
+use trace::offcpu::{FutexArgs, WakeFutex, WakeHow};
 use trace::sched::{State, StateChange};
 
 /// A thread's blocks, in time order, their reasons resolved to strings.
@@ -60,6 +72,225 @@ pub enum StackIn {
     Missing,
     /// Index into the stacks given to [`waits_with_stacks`].
     At(u32),
+}
+
+/// One waking by a thread of the program (CLOCK_MONOTONIC ns): `tid` of process `pid` woke
+/// `woken`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WakingIn {
+    pub pid: u32,
+    pub tid: u32,
+    pub ts: u64,
+    pub woken: u32,
+    pub how: WakeHow,
+    pub futex: Option<WakeFutex>,
+    /// The waker's stack (indexes the same stacks as the blocks').
+    pub stack: StackIn,
+}
+
+/// What ended a futex wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WokenBy {
+    /// A futex wake on the wait's word by a thread of the program: the index of its waking.
+    FutexWake(usize),
+    /// A timer's expiry seen in the program's context (a timed wait's timeout).
+    Timer,
+    /// An interrupt that came while a thread of the program ran.
+    Interrupt,
+    /// A thread of the program, by another path (a wake on another word, a signal).
+    OtherPath(usize),
+    /// A thread of the program by a path its events do not see: its exit (a join's wake comes
+    /// after the exiting thread's events are closed).
+    ProgramUntraced(u32),
+    /// A task outside the program (its tid, from the sched tracepoints).
+    OtherTask(u32),
+    /// Nothing traced says (the wake-up came from an idle CPU's interrupt, or was not traced).
+    Unknown,
+}
+
+/// The program's wakings, indexed for [`pair`]: by the thread woken, in time order; and the
+/// words requeues moved waiters to.
+#[derive(Debug, Default)]
+pub struct WakingIndex<'a> {
+    wakings: &'a [WakingIn],
+    by_woken: BTreeMap<u32, Vec<usize>>,
+    /// (pid, word) → the words a requeue moved its waiters to.
+    requeued: BTreeMap<(u32, u64), BTreeSet<u64>>,
+}
+
+impl<'a> WakingIndex<'a> {
+    pub fn new(wakings: &'a [WakingIn]) -> WakingIndex<'a> {
+        let mut by_woken: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+        let mut requeued: BTreeMap<(u32, u64), BTreeSet<u64>> = BTreeMap::new();
+        for (i, w) in wakings.iter().enumerate() {
+            by_woken.entry(w.woken).or_default().push(i);
+            if let Some(WakeFutex {
+                uaddr,
+                op,
+                uaddr2: Some(to),
+            }) = w.futex
+            {
+                // FUTEX_REQUEUE, FUTEX_CMP_REQUEUE(_PI): waiters on `uaddr` now wait on `to`.
+                if matches!(op & trace::offcpu::FUTEX_CMD_MASK, 3 | 4 | 12) {
+                    requeued.entry((w.pid, uaddr)).or_default().insert(to);
+                }
+            }
+        }
+        for v in by_woken.values_mut() {
+            v.sort_by_key(|&i| wakings[i].ts);
+        }
+        WakingIndex {
+            wakings,
+            by_woken,
+            requeued,
+        }
+    }
+
+    pub fn get(&self, i: usize) -> Option<&'a WakingIn> {
+        self.wakings.get(i)
+    }
+
+    /// The waking wakes a waiter of `pid` on `uaddr`: the same word, or the word a requeue
+    /// moved it to, or the second word of a wake-op.
+    fn wakes_word(&self, w: &WakingIn, pid: u32, uaddr: u64) -> bool {
+        let Some(f) = w.futex.filter(|_| w.pid == pid && w.how == WakeHow::Futex) else {
+            return false;
+        };
+        f.uaddr == uaddr
+            || f.uaddr2 == Some(uaddr)
+            || self
+                .requeued
+                .get(&(pid, uaddr))
+                .is_some_and(|to| to.contains(&f.uaddr))
+    }
+}
+
+/// A futex wait to pair: thread `tid` of `pid` blocked on `uaddr` at `start` and was switched
+/// in at `end`; `sched_waker` the waker the sched tracepoints named for its wake-up (0: none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaitToPair {
+    pub pid: u32,
+    pub tid: u32,
+    pub uaddr: u64,
+    pub start: u64,
+    pub end: u64,
+    pub sched_waker: u32,
+    /// The wait's stack (an index into the stacks given), if any.
+    pub stack: Option<u32>,
+}
+
+/// Slack past a wait's end for its waking: where the switch in was not traced, the wait ends
+/// at the wake-up the system-wide tracepoint saw, which the waker's own event may follow by a
+/// few hundred ns (two perf events of one tracepoint hit, each timestamped).
+pub const WAKE_SLACK_NS: u64 = 1_000;
+
+/// What ended `w` (design §3.1): the first waking of its thread in (start, end] by the
+/// program; a futex wake on its word is its waker. Without one, the sched tracepoints' waker.
+pub fn pair(w: &WaitToPair, index: &WakingIndex<'_>) -> WokenBy {
+    let Some(mine) = index.by_woken.get(&w.tid) else {
+        return by_sched(w);
+    };
+    let from = mine.partition_point(|&i| index.wakings[i].ts <= w.start);
+    let Some(&i) = mine[from..]
+        .iter()
+        .take_while(|&&i| index.wakings[i].ts <= w.end.saturating_add(WAKE_SLACK_NS))
+        .next()
+    else {
+        return by_sched(w);
+    };
+    let k = &index.wakings[i];
+    match k.how {
+        WakeHow::Futex if index.wakes_word(k, w.pid, w.uaddr) => WokenBy::FutexWake(i),
+        WakeHow::Timer => WokenBy::Timer,
+        WakeHow::Interrupt => WokenBy::Interrupt,
+        _ => WokenBy::OtherPath(i),
+    }
+}
+
+fn by_sched(w: &WaitToPair) -> WokenBy {
+    match w.sched_waker {
+        0 => WokenBy::Unknown,
+        t => WokenBy::OtherTask(t),
+    }
+}
+
+/// A count of waits and their time, ns.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct WaitCount {
+    pub waits: u64,
+    pub total_ns: u64,
+}
+
+impl WaitCount {
+    fn add(&mut self, ns: u64) {
+        self.waits += 1;
+        self.total_ns += ns;
+    }
+}
+
+/// What ended the measured futex waits (probe-counted ones included).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct WokenByCounts {
+    /// A futex wake on the word by a thread of the program (paired: in the blame tables).
+    pub futex_wake: WaitCount,
+    /// A timer (a timed wait's timeout).
+    pub timer: WaitCount,
+    /// An interrupt that came while a thread of the program ran.
+    pub interrupt: WaitCount,
+    /// A thread of the program by another path (a wake on another word, a signal, its exit).
+    pub other_path: WaitCount,
+    /// A task outside the program.
+    pub other_task: WaitCount,
+    /// Not known: no waking was traced (an idle CPU's interrupt, or the wakes not recorded).
+    pub unknown: WaitCount,
+}
+
+/// Who made whom wait: futex waits at one program frame, ended by wakes at another.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct BlamePair {
+    pub pid: u32,
+    /// The waiter's kind and program frame (absent: no stack, or no program frame found).
+    pub waiter_kind: Option<WaitKind>,
+    pub waiter_site: Option<String>,
+    /// The waker's program frame: where the holder's critical section ended (the unlock, the
+    /// guard's drop, the notify).
+    pub waker_site: Option<String>,
+    pub waits: u64,
+    pub total_ns: u64,
+    pub max_ns: u64,
+    /// Of `waits`, those inside pthread calls the lock probe recorded.
+    pub probe_counted: u64,
+}
+
+/// A critical section charged with the wait it caused (Go's mutex profile): the waits its
+/// wakes ended, each waiter counted (a broadcast to 100 waiters blocked 10 ms = 1 s).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct HolderCharge {
+    pub pid: u32,
+    /// The waker's program frame (absent: no stack, or no program frame found).
+    pub waker_site: Option<String>,
+    /// Waits ended, and their total and longest time, ns.
+    pub waits: u64,
+    pub total_ns: u64,
+    pub max_ns: u64,
+    /// Distinct threads that woke from here, and that were woken.
+    pub wakers: u64,
+    pub waiters: u64,
+}
+
+/// A paired wait, for timelines (flows from waker to waiter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PairedWait {
+    pub pid: u32,
+    pub waiter: u32,
+    pub start: u64,
+    pub end: u64,
+    pub waker: u32,
+    /// When the waker woke it.
+    pub woken_at: u64,
+    /// The waiter's and the waker's stacks (indexes into the stacks given), if recorded.
+    pub waiter_stack: Option<u32>,
+    pub waker_stack: Option<u32>,
 }
 
 /// A named frame of a wait's stack.
@@ -233,6 +464,17 @@ pub struct WaitReport {
     /// The same for the futex waits the probe counted (not in profiles: the probe's are).
     #[serde(skip)]
     pub probe_stack_waits: Vec<StackWaits>,
+    /// The wakes were recorded (some waking was given): without them no wait is paired.
+    pub wakes_recorded: bool,
+    /// What ended the measured futex waits (probe-counted ones included).
+    pub woken_by: WokenByCounts,
+    /// Who made whom wait, most time first.
+    pub blame: Vec<BlamePair>,
+    /// Critical sections by the wait they caused, most first.
+    pub holders: Vec<HolderCharge>,
+    /// Each paired wait, in no particular order, for timelines.
+    #[serde(skip)]
+    pub paired: Vec<PairedWait>,
 }
 
 /// Measured futex waits on one word with one stack (an index into the stacks given).
@@ -245,11 +487,13 @@ pub struct StackWaits {
     pub total_ns: u64,
 }
 
-/// Where a block ended: the switch in, and the wake-up before it, when traced.
+/// Where a block ended: the switch in, and the wake-up before it, when traced, with the
+/// waker the sched tracepoints named (0: none).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct End {
     running: Option<u64>,
     woken: Option<u64>,
+    waker: u32,
 }
 
 impl End {
@@ -268,17 +512,22 @@ impl End {
 fn end_of(states: &[StateChange], t0: u64, limit: Option<u64>) -> Option<End> {
     let from = states.partition_point(|c| c.ts <= t0);
     let mut woken = None;
+    let mut waker = 0;
     for c in &states[from..] {
         if limit.is_some_and(|l| c.ts > l) {
             break;
         }
         match c.state {
             State::Runnable if woken.is_some() => break,
-            State::Runnable => woken = Some(c.ts),
+            State::Runnable => {
+                woken = Some(c.ts);
+                waker = c.waker;
+            }
             State::Running => {
                 return Some(End {
                     running: Some(c.ts),
                     woken,
+                    waker,
                 })
             }
             _ if woken.is_some() => break,
@@ -288,6 +537,7 @@ fn end_of(states: &[StateChange], t0: u64, limit: Option<u64>) -> Option<End> {
     woken.map(|w| End {
         running: None,
         woken: Some(w),
+        waker,
     })
 }
 
@@ -308,6 +558,25 @@ pub fn waits_with_stacks(
     probe: &[ProbeWait],
     stacks: &[WaitStack],
 ) -> WaitReport {
+    waits_and_blame(threads, &[], states, probe, stacks)
+}
+
+/// [`waits_with_stacks`], each measured futex wait paired with what ended it among the
+/// program's `wakings` (any order; their [`StackIn::At`] index `stacks` too).
+pub fn waits_and_blame(
+    threads: &[ThreadBlocks],
+    wakings: &[WakingIn],
+    states: &[(u32, Vec<StateChange>)],
+    probe: &[ProbeWait],
+    stacks: &[WaitStack],
+) -> WaitReport {
+    let index = WakingIndex::new(wakings);
+    let mut blame = Blame::default();
+    let program_tids: BTreeSet<u32> = threads
+        .iter()
+        .map(|t| t.tid)
+        .chain(wakings.iter().map(|w| w.tid))
+        .collect();
     let mut by_tid: BTreeMap<u32, Vec<StateChange>> = BTreeMap::new();
     for (tid, changes) in states {
         by_tid.entry(*tid).or_default().extend_from_slice(changes);
@@ -342,6 +611,7 @@ pub fn waits_with_stacks(
         for (i, b) in blocks.iter().enumerate() {
             let limit = blocks.get(i + 1).map(|n| n.ts);
             let end = end_of(states, b.ts, limit);
+            let sched_waker = end_waker(end);
             let len = end.and_then(|e| e.at()).map(|at| at.saturating_sub(b.ts));
             let runq = end.and_then(|e| Some(e.running?.saturating_sub(e.woken?)));
             match b.futex {
@@ -379,6 +649,25 @@ pub fn waits_with_stacks(
                             && end <= p.end.saturating_add(COVER_SLACK_NS)
                             && (p.obj..p.obj.saturating_add(p.size)).contains(&f.uaddr)
                     });
+                    let to_pair = WaitToPair {
+                        pid: t.pid,
+                        tid: t.tid,
+                        uaddr: f.uaddr,
+                        start: b.ts,
+                        end,
+                        sched_waker,
+                        stack: match b.stack {
+                            StackIn::At(i) if stack.is_some() => Some(i),
+                            _ => None,
+                        },
+                    };
+                    let by = match pair(&to_pair, &index) {
+                        WokenBy::OtherTask(k) if program_tids.contains(&k) => {
+                            WokenBy::ProgramUntraced(k)
+                        }
+                        by => by,
+                    };
+                    blame.add(&to_pair, by, stack, covered, &index, stacks);
                     if covered {
                         a.probe_counted += 1;
                         a.probe_counted_ns += len;
@@ -480,6 +769,8 @@ pub fn waits_with_stacks(
     }
     report.kernel_locks = kernel::kernel_locks(threads, &by_tid, stacks);
     report.stack_waits = stack_waits.into_values().collect();
+    report.wakes_recorded = !wakings.is_empty();
+    blame.finish(&mut report);
     report.kinds = kinds.into_values().collect();
     report
         .kinds
@@ -496,6 +787,129 @@ pub fn waits_with_stacks(
         .reasons
         .sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.reason.cmp(&b.reason)));
     report
+}
+
+fn end_waker(e: Option<End>) -> u32 {
+    e.map_or(0, |e| e.waker)
+}
+
+/// A blame pair's key: process, the waiter's kind and site, the waker's site.
+type PairKey = (u32, Option<WaitKind>, Option<String>, Option<String>);
+
+/// A holder's charge being built, with its distinct waker and waiter threads.
+type Charging = (HolderCharge, BTreeSet<u32>, BTreeSet<u32>);
+
+/// The blame tables being built.
+#[derive(Default)]
+struct Blame {
+    woken_by: WokenByCounts,
+    pairs: BTreeMap<PairKey, BlamePair>,
+    holders: BTreeMap<(u32, Option<String>), Charging>,
+    paired: Vec<PairedWait>,
+}
+
+impl Blame {
+    fn add(
+        &mut self,
+        w: &WaitToPair,
+        by: WokenBy,
+        stack: Option<&WaitStack>,
+        probe_counted: bool,
+        index: &WakingIndex<'_>,
+        stacks: &[WaitStack],
+    ) {
+        let len = w.end.saturating_sub(w.start);
+        let c = &mut self.woken_by;
+        let k = match by {
+            WokenBy::FutexWake(k) => k,
+            WokenBy::Timer => return c.timer.add(len),
+            WokenBy::Interrupt => return c.interrupt.add(len),
+            WokenBy::OtherPath(_) | WokenBy::ProgramUntraced(_) => return c.other_path.add(len),
+            WokenBy::OtherTask(_) => return c.other_task.add(len),
+            WokenBy::Unknown => return c.unknown.add(len),
+        };
+        c.futex_wake.add(len);
+        let Some(waking) = index.get(k) else {
+            return;
+        };
+        let waker_site = match waking.stack {
+            StackIn::At(i) => stacks.get(i as usize).and_then(|s| s.site.clone()),
+            _ => None,
+        };
+        let (kind, site) = (stack.map(|s| s.kind), stack.and_then(|s| s.site.clone()));
+        let p = self
+            .pairs
+            .entry((w.pid, kind, site.clone(), waker_site.clone()))
+            .or_insert_with(|| BlamePair {
+                pid: w.pid,
+                waiter_kind: kind,
+                waiter_site: site,
+                waker_site: waker_site.clone(),
+                ..BlamePair::default()
+            });
+        p.waits += 1;
+        p.total_ns += len;
+        p.max_ns = p.max_ns.max(len);
+        p.probe_counted += u64::from(probe_counted);
+        let (h, wakers, waiters) = self
+            .holders
+            .entry((w.pid, waker_site.clone()))
+            .or_insert_with(|| {
+                (
+                    HolderCharge {
+                        pid: w.pid,
+                        waker_site,
+                        ..HolderCharge::default()
+                    },
+                    BTreeSet::new(),
+                    BTreeSet::new(),
+                )
+            });
+        h.waits += 1;
+        h.total_ns += len;
+        h.max_ns = h.max_ns.max(len);
+        wakers.insert(waking.tid);
+        waiters.insert(w.tid);
+        self.paired.push(PairedWait {
+            pid: w.pid,
+            waiter: w.tid,
+            start: w.start,
+            end: w.end,
+            waker: waking.tid,
+            woken_at: waking.ts,
+            waiter_stack: w.stack,
+            waker_stack: match waking.stack {
+                StackIn::At(i) => Some(i),
+                _ => None,
+            },
+        });
+    }
+
+    fn finish(self, report: &mut WaitReport) {
+        report.woken_by = self.woken_by;
+        report.blame = self.pairs.into_values().collect();
+        report.blame.sort_by(|a, b| {
+            b.total_ns
+                .cmp(&a.total_ns)
+                .then_with(|| a.waiter_site.cmp(&b.waiter_site))
+                .then_with(|| a.waker_site.cmp(&b.waker_site))
+        });
+        report.holders = self
+            .holders
+            .into_values()
+            .map(|(mut h, wakers, waiters)| {
+                h.wakers = wakers.len() as u64;
+                h.waiters = waiters.len() as u64;
+                h
+            })
+            .collect();
+        report.holders.sort_by(|a, b| {
+            b.total_ns
+                .cmp(&a.total_ns)
+                .then_with(|| a.waker_site.cmp(&b.waker_site))
+        });
+        report.paired = self.paired;
+    }
 }
 
 #[cfg(test)]

@@ -110,6 +110,15 @@ pub struct WaitsJson<'a> {
     pub call_sites: Vec<analysis::waits::CallSiteWaits>,
     /// Language runtimes the stacks show (Go, the JVM), per process.
     pub runtimes: Vec<analysis::waits::RuntimeWaits>,
+    /// The program's wakes were recorded (else no wait is paired with its waker).
+    pub wakes_recorded: bool,
+    /// What ended the measured futex waits (those the probe counted included).
+    pub woken_by: &'a analysis::waits::WokenByCounts,
+    /// Who made whom wait: waiter site → waker site, most time first.
+    pub blame: &'a [analysis::waits::BlamePair],
+    /// Critical sections by the wait they caused (each waiter counted, as Go's mutex
+    /// profile), most first.
+    pub holders: &'a [analysis::waits::HolderCharge],
 }
 
 /// One futex word's waits and its name.
@@ -155,6 +164,10 @@ impl<'a> WaitsJson<'a> {
             unknown_stacks: r.unknown_stacks,
             call_sites: analysis::waits::call_sites(r, &w.stacks),
             runtimes: analysis::waits::runtimes(r, &w.stacks),
+            wakes_recorded: r.wakes_recorded,
+            woken_by: &r.woken_by,
+            blame: &r.blame,
+            holders: &r.holders,
         }
     }
 }

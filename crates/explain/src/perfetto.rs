@@ -1,4 +1,4 @@
-//! A run's Perfetto trace: its activity and MPI timelines, and its lock tracks written from the
+//! A run's Perfetto trace: its activity, futex-wait (waker → waiter flows) and MPI timelines, and its lock tracks written from the
 //! streams as they are paired (`report::lock_exports::write_timeline`), so memory does not grow
 //! with the run's length.
 
@@ -28,13 +28,19 @@ pub fn write<W: Write>(
         .mpi
         .as_ref()
         .map(|m| report::mpi::timeline(&m.run, &m.site_names));
-    let others = [activity, mpi]
+    // The paired futex waits, with flows from each waker to its waiter.
+    let waits = run
+        .waits
+        .as_ref()
+        .filter(|w| !w.report.paired.is_empty())
+        .map(|w| report::waits::timeline(&w.report, &w.stacks, &w.thread_names, name));
+    let others = [activity, mpi, waits]
         .into_iter()
         .flatten()
         .reduce(report::activity_exports::merge);
     if others.is_none() && run.locks.is_none() {
         return Err(Error::Option(
-            "--perfetto: this run has no service-time samples, locks or MPI calls to show".into(),
+            "--perfetto: this run has no service-time samples, locks, futex waits or MPI calls to show".into(),
         ));
     }
     // Writing failed: the machine's (exit 1). The run's data cannot be exported (a time beyond

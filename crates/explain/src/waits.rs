@@ -8,11 +8,15 @@
 //! symbolizer (inlined frames expanded) and classified (`analysis::waits::classify`); the
 //! analysis gets plain [`WaitStack`]s. A stack that does not unwind past its first frame is
 //! kept, as `[unknown]`, and counted.
+//!
+//! Blame (slice 3): the streams' wakings, their wakers' stacks named the same way (in the same
+//! list of distinct stacks), go to `analysis::waits::waits_and_blame`, which pairs each wait
+//! with what ended it.
 
 mod runtime;
 
 use crate::Notice;
-use analysis::waits::{BlockIn, ProbeWait, StackIn, ThreadBlocks, WaitReport, WaitStack};
+use analysis::waits::{BlockIn, ProbeWait, StackIn, ThreadBlocks, WaitReport, WaitStack, WakingIn};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use trace::{EventKind, Stream};
@@ -172,6 +176,16 @@ fn unknown_frame(address: u64) -> analysis::waits::WaitFrame {
     }
 }
 
+/// contend's own lock probe (LD_PRELOAD), which interposes the pthread calls: its frames sit
+/// between the program's call and the C library's, and are never the program's site.
+fn is_probe_module(module: Option<&str>) -> bool {
+    module.is_some_and(|m| {
+        m.rsplit('/')
+            .next()
+            .is_some_and(|f| f.starts_with("libcontend_probe"))
+    })
+}
+
 /// The frames of a walked stack named (inlined frames expanded, innermost first), its kind,
 /// and the program's frame that waited.
 fn name_stack(sym: &mut symbolize::Symbolizer, walked: &symbolize::unwind::Unwound) -> WaitStack {
@@ -206,6 +220,7 @@ fn name_stack(sym: &mut symbolize::Symbolizer, walked: &symbolize::unwind::Unwou
             if site.is_none()
                 && i > 0
                 && !analysis::waits::is_runtime_frame(function.as_deref(), module.as_deref())
+                && !is_probe_module(module.as_deref())
                 && (function.is_some() || location.is_some())
             {
                 site = Some(label.clone());
@@ -254,6 +269,7 @@ pub(crate) fn waits(
     notices: &mut Vec<Notice>,
 ) -> Result<Option<Waits>, crate::Error> {
     let mut threads: Vec<ThreadBlocks> = Vec::new();
+    let mut wakings: Vec<WakingIn> = Vec::new();
     let mut index: HashMap<(u32, u32), usize> = HashMap::new();
     let mut unpaired = 0;
     let mut syms = Symbolizers::new(run_dir);
@@ -271,12 +287,15 @@ pub(crate) fn waits(
     let (mut missing_entries, mut bad_entries) = (0u64, 0u64);
     let mut unreadable: Vec<String> = Vec::new();
     for (file, s) in offcpu_streams(meta, streams) {
-        let (blocks, bad) = trace::offcpu::blocks(s.events(), s.header.tid);
-        unpaired += bad;
-        // The stream's stack file, read only when a block names an entry in it.
-        let wants_file = blocks
-            .iter()
-            .any(|b| matches!(b.block.stack, Some(trace::offcpu::BlockStack::Entry(_))));
+        let decoded = trace::offcpu::decode(s.events(), s.header.tid);
+        let (blocks, stream_wakings) = (decoded.blocks, decoded.wakings);
+        unpaired += decoded.unpaired;
+        // The stream's stack file, read only when a block or waking names an entry in it.
+        let is_entry = |st: Option<trace::offcpu::BlockStack>| {
+            matches!(st, Some(trace::offcpu::BlockStack::Entry(_)))
+        };
+        let wants_file = blocks.iter().any(|b| is_entry(b.block.stack))
+            || stream_wakings.iter().any(|w| is_entry(w.waking.stack));
         stacks_recorded |= blocks.iter().any(|b| b.block.stack.is_some());
         let bytes = match trace::ustack::sidecar_of(file) {
             Some(rel) if wants_file => {
@@ -310,6 +329,30 @@ pub(crate) fn waits(
         // whose stream the recorder closed and reopened (`offcpu-PID.2.cst`) is one process:
         // its threads' blocks are merged, so each block ends before the thread's next.
         let pid = s.header.pid;
+        for w in stream_wakings {
+            let stack = match w.waking.stack {
+                None => StackIn::NotRecorded,
+                Some(trace::offcpu::BlockStack::Missing(_)) => StackIn::Missing,
+                Some(trace::offcpu::BlockStack::Entry(i)) => {
+                    match stack_file.as_ref().and_then(|f| f.entries.get(&i)) {
+                        Some(e) => StackIn::At(namer.index(run_dir, &mut syms, pid, e)?),
+                        None => {
+                            missing_entries += 1;
+                            StackIn::Missing
+                        }
+                    }
+                }
+            };
+            wakings.push(WakingIn {
+                pid,
+                tid: w.tid,
+                ts: w.waking.ts,
+                woken: w.waking.woken,
+                how: w.waking.how,
+                futex: w.waking.futex,
+                stack,
+            });
+        }
         for b in blocks {
             let stack = match b.block.stack {
                 None => StackIn::NotRecorded,
@@ -398,8 +441,16 @@ pub(crate) fn waits(
         )));
     }
     let (probe, blocks) = probe_waits(meta, streams);
-    let report =
-        analysis::waits::waits_with_stacks(&threads, states.unwrap_or(&[]), &probe, &namer.stacks);
+    let mut report = analysis::waits::waits_and_blame(
+        &threads,
+        &wakings,
+        states.unwrap_or(&[]),
+        &probe,
+        &namer.stacks,
+    );
+    // A run that recorded wakes, none of them by the program, still recorded them: its waits
+    // were all ended by others.
+    report.wakes_recorded |= meta.offcpu.as_ref().is_some_and(|o| o.wakings.is_some());
     if report.unknown_stacks > 0 {
         notices.push(Notice(format!(
             "user stacks: {} futex wait(s) have a stack that did not unwind past its first frame (code without call frame information, the vDSO, or a module changed since the run): shown as [unknown]",

@@ -14,6 +14,16 @@
 //! (`stacks/offcpu-PID.ustk`, `trace::ustack`), within the run's stack budget. The stacks are
 //! unwound at load (`symbolize::unwind`).
 //!
+//! Wakes (slice 3): one `sched:sched_waking` event per CPU, opened the same way and redirected
+//! into the same ring (`PERF_EVENT_IOC_SET_OUTPUT`), fires in the waker's context: a thread of
+//! the program that wakes another gives the woken tid (raw field `pid`), how
+//! ([`wake_how`]: a futex wake, with its word `di`, op `si` and second word `r8` for a
+//! requeue; an interrupt or timer that came while it ran; another kernel path) and, except for
+//! interrupts and timers (whose registers are the interrupted thread's), its user stack: the
+//! end of the holder's critical section. The two events' samples are told apart by the raw
+//! record's `common_type`. `CONTEND_WAKES=0` in the environment leaves the wakes out: a
+//! measurement knob for `scripts/bench-waits.sh` (their cost against none), not an option.
+//!
 //! Kernel addresses mean nothing after the run (KASLR): the chain is named now, from
 //! `/proc/kallsyms` read once (bounded), and only the reason is kept. Where the addresses read
 //! as 0 (no root, `kptr_restrict`), blocks are kept with no reason and no futex is recognised,
@@ -37,7 +47,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use trace::format::{Header, StreamKind};
 use trace::meta::{StreamEntry, Unavailable};
-use trace::offcpu::{Block, BlockStack, FutexArgs, NoStack, NO_REASON};
+use trace::offcpu::{Block, BlockStack, FutexArgs, NoStack, WakeFutex, WakeHow, Waking, NO_REASON};
 use trace::{ClockSource, StreamWriter};
 
 /// What [`Unavailable::what`] says when the recorder cannot run.
@@ -53,6 +63,8 @@ pub const REGS_MASK: u64 =
 const ARG0: usize = 2; // di
 #[cfg(target_arch = "x86_64")]
 const ARG1: usize = 1; // si
+#[cfg(target_arch = "x86_64")]
+const ARG4: usize = 6; // r8
 /// Positions of the unwinder's registers: ip sp bp, and no link register.
 #[cfg(target_arch = "x86_64")]
 const UNWIND_REGS: [Option<usize>; 4] = [Some(5), Some(4), Some(3), None];
@@ -64,6 +76,8 @@ pub const REGS_MASK: u64 = 0x1f | (1 << 29) | (1 << 30) | (1 << 31) | (1 << 32);
 const ARG0: usize = 0;
 #[cfg(target_arch = "aarch64")]
 const ARG1: usize = 1;
+#[cfg(target_arch = "aarch64")]
+const ARG4: usize = 4;
 /// pc sp x29 lr.
 #[cfg(target_arch = "aarch64")]
 const UNWIND_REGS: [Option<usize>; 4] = [Some(8), Some(7), Some(5), Some(6)];
@@ -74,6 +88,8 @@ pub const REGS_MASK: u64 = 0;
 const ARG0: usize = usize::MAX;
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 const ARG1: usize = usize::MAX;
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+const ARG4: usize = usize::MAX;
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 const UNWIND_REGS: [Option<usize>; 4] = [None; 4];
 
@@ -275,6 +291,8 @@ pub enum FutexCall {
     FutexWait,
     /// `futex_waitv(2)`: `di` an array of waiters (not read in this slice).
     Waitv,
+    /// futex2 `futex_wake(2)`: `di` uaddr.
+    FutexWake,
 }
 
 /// Scheduler and tracing frames, which say nothing about why the task blocked.
@@ -301,10 +319,44 @@ pub fn futex_call<'a>(names: impl IntoIterator<Item = &'a str>) -> Option<FutexC
             Some("futex") | Some("futex_time32") => return Some(FutexCall::Futex),
             Some("futex_wait") => return Some(FutexCall::FutexWait),
             Some("futex_waitv") => return Some(FutexCall::Waitv),
+            Some("futex_wake") => return Some(FutexCall::FutexWake),
             _ => {}
         }
     }
     None
+}
+
+/// Kernel entries of an interrupt (or of the softirqs run on its exit): a waking under one is
+/// not the interrupted thread's doing.
+fn is_interrupt_frame(name: &str) -> bool {
+    name.starts_with("asm_sysvec_")
+        || name.starts_with("sysvec_")
+        || name.starts_with("asm_common_interrupt")
+        || name == "common_interrupt"
+        || name.starts_with("irq_exit")
+        || name.starts_with("__irq_exit")
+        || name == "handle_softirqs"
+        || name == "__do_softirq"
+        || name.starts_with("el1_interrupt")
+        || name.starts_with("el0_interrupt")
+        || name.starts_with("gic_handle_irq")
+}
+
+/// How a `sched_waking` came about, from its chain (names, innermost first): a timer's
+/// expiry (`hrtimer_wakeup`), another interrupt, a futex call that wakes, or another path.
+pub fn wake_how<'a>(names: impl IntoIterator<Item = &'a str>) -> WakeHow {
+    for n in names {
+        if n == "hrtimer_wakeup" {
+            return WakeHow::Timer;
+        }
+        if is_interrupt_frame(n) {
+            return WakeHow::Interrupt;
+        }
+        if futex_call(std::iter::once(n)).is_some() {
+            return WakeHow::Futex;
+        }
+    }
+    WakeHow::Other
 }
 
 /// The reason a chain (names, innermost first) gives: the kernel lock it waited for
@@ -372,8 +424,9 @@ struct ChainMemo {
     known: HashMap<Vec<u64>, Meaning>,
 }
 
-/// What a chain says: its reason, and the futex call it passes.
-type Meaning = (Option<Arc<str>>, Option<FutexCall>);
+/// What a chain says: its reason, the futex call it passes, and how a waking under it came
+/// about.
+type Meaning = (Option<Arc<str>>, Option<FutexCall>, WakeHow);
 
 const MAX_MEMO: usize = 4096;
 
@@ -382,8 +435,12 @@ impl ChainMemo {
         if let Some(m) = self.known.get(chain) {
             return m.clone();
         }
-        let (why, call) = chain_meaning(chain, symbols);
-        let m = (why.map(Arc::from), call);
+        let names: Vec<&str> = chain.iter().filter_map(|&ip| symbols.name(ip)).collect();
+        let m = (
+            reason(&names).map(Arc::from),
+            futex_call(names.iter().copied()),
+            wake_how(names.iter().copied()),
+        );
         if self.known.len() >= MAX_MEMO {
             self.known.clear();
         }
@@ -428,6 +485,13 @@ pub struct OffCpuStats {
     pub stacks_unwritten: u64,
     /// Kernel symbols were readable (else no reason, no futex recognised).
     pub kernel_symbols: bool,
+    /// Wakings by the program's threads written; of those, futex wakes with their word;
+    /// wakings kept with the waker's stack.
+    pub wakings: u64,
+    pub futex_wakes: u64,
+    pub waking_stacks: u64,
+    /// `sched_waking` could not be opened (no wakes recorded), and why.
+    pub wakings_unavailable: Option<String>,
 }
 
 /// What [`OffCpuRecorder::finish`] returns.
@@ -437,16 +501,54 @@ pub struct OffCpuOutcome {
     pub notes: Vec<String>,
 }
 
-/// A block decoded from a ring, before it is written.
+/// A sample decoded from a ring, before it is written.
 struct Drained {
     pid: u32,
     tid: u32,
     ts: u64,
-    state: u8,
-    why: Option<Arc<str>>,
-    futex: Option<FutexArgs>,
+    what: DrainedKind,
     /// The unwinder's registers and the stack bytes in use (empty: none copied).
     stack: Option<(trace::ustack::Regs, Vec<u8>)>,
+}
+
+enum DrainedKind {
+    Block {
+        state: u8,
+        why: Option<Arc<str>>,
+        futex: Option<FutexArgs>,
+    },
+    Waking {
+        woken: u32,
+        how: WakeHow,
+        futex: Option<WakeFutex>,
+    },
+}
+
+/// The futex arguments of a waking whose chain passed a waking futex call.
+fn wake_futex(sample: &SwitchSample<'_>, call: Option<FutexCall>) -> Option<WakeFutex> {
+    let r = sample.regs?;
+    let get = |i: usize| r.get(i).copied();
+    match call? {
+        FutexCall::Futex => {
+            let op = get(ARG1)? as u8;
+            Some(WakeFutex {
+                uaddr: get(ARG0)?,
+                op,
+                uaddr2: if trace::offcpu::has_second_word(op) {
+                    get(ARG4)
+                } else {
+                    None
+                },
+            })
+        }
+        // FUTEX_WAKE | FUTEX_PRIVATE_FLAG: what futex2's wake is.
+        FutexCall::FutexWake => Some(WakeFutex {
+            uaddr: get(ARG0)?,
+            op: 0x81,
+            uaddr2: None,
+        }),
+        _ => None,
+    }
 }
 
 /// Streams kept open at once: the least recently written is closed past this (its process
@@ -472,6 +574,9 @@ struct ProcessStream {
 pub struct OffCpuRecorder {
     rings: Vec<Ring>,
     prev_state: Field,
+    /// `sched_waking`'s id (its samples' `common_type`) and its woken `pid` field; `None`
+    /// when it could not be opened.
+    waking: Option<(u16, Field)>,
     symbols: Kallsyms,
     memo: ChainMemo,
     streams_dir: PathBuf,
@@ -551,6 +656,24 @@ impl OffCpuRecorder {
         let prev_state = format
             .int_field("prev_state")
             .map_err(|e| unavailable(format!("{}: {e}", path.display())))?;
+        // The wakes: without them the blocks are still recorded (the report says who woke
+        // whom is not known).
+        let waking_path = tracefs.join("events/sched/sched_waking/format");
+        let mut waking_error: Option<String> = None;
+        let wakes_off = std::env::var_os("CONTEND_WAKES").is_some_and(|v| v == "0");
+        let mut waking = (!wakes_off)
+            .then_some(())
+            .ok_or_else(|| "left out (CONTEND_WAKES=0)".to_string())
+            .and_then(|()| st::read_small(&waking_path).map_err(|e| e.to_string()))
+            .and_then(|text| TracepointFormat::parse(&text).map_err(|e| e.to_string()))
+            .and_then(|f| {
+                let id = u16::try_from(f.id).map_err(|_| format!("id {} too large", f.id))?;
+                Ok((id, f.int_field("pid").map_err(|e| e.to_string())?))
+            })
+            .map_err(|e| {
+                waking_error = Some(format!("{}: {e}", waking_path.display()));
+            })
+            .ok();
         let online = st::read_small("/sys/devices/system/cpu/online")
             .map_err(|e| unavailable(format!("reading /sys/devices/system/cpu/online: {e}")))?;
         let cpus = topology::CpuSet::parse_list(&online)
@@ -560,7 +683,7 @@ impl OffCpuRecorder {
             n if n > 0 => n as usize,
             _ => 4096,
         };
-        let mut rings = Vec::new();
+        let mut rings: Vec<Ring> = Vec::new();
         let mut notes = Vec::new();
         let with_stacks = stack_budget > 0;
         let mut pages = if with_stacks {
@@ -600,7 +723,23 @@ impl OffCpuRecorder {
                 }
             };
             match ring {
-                Some(r) => rings.push(r),
+                Some(mut r) => {
+                    if let Some((id, _)) = waking {
+                        if let Err(e) =
+                            add_waking(&mut r, id, cpu, pages * page_size / 4, with_stacks)
+                        {
+                            // All CPUs or none: wakes seen on some CPUs only would read as
+                            // waits nobody ended.
+                            for earlier in rings.iter_mut() {
+                                earlier.fds.truncate(1);
+                            }
+                            r.fds.truncate(1);
+                            waking = None;
+                            waking_error = Some(e);
+                        }
+                    }
+                    rings.push(r)
+                }
                 None => notes.push(format!(
                     "CPU {cpu} went offline while opening: its blocks are not recorded"
                 )),
@@ -615,6 +754,11 @@ impl OffCpuRecorder {
         if rings.is_empty() {
             return Err(unavailable("no online CPU could be traced"));
         }
+        if let Some(e) = &waking_error {
+            notes.push(format!(
+                "off-CPU waits: the wakes (sched:sched_waking) are not recorded ({e}): who woke whom is not known"
+            ));
+        }
         let symbols = Kallsyms::live();
         if symbols.is_empty() {
             notes.push("kernel symbols are hidden (/proc/kallsyms reads 0: not root, or kernel.kptr_restrict): off-CPU blocks are recorded without their reason and futex waits are not recognised".into());
@@ -622,8 +766,10 @@ impl OffCpuRecorder {
         Ok(OffCpuRecorder {
             rings,
             prev_state,
+            waking,
             stats: OffCpuStats {
                 kernel_symbols: !symbols.is_empty(),
+                wakings_unavailable: waking_error,
                 ..OffCpuStats::default()
             },
             symbols,
@@ -650,6 +796,7 @@ impl OffCpuRecorder {
         let OffCpuRecorder {
             rings,
             prev_state,
+            waking,
             symbols,
             memo,
             stats,
@@ -666,16 +813,44 @@ impl OffCpuRecorder {
                 match ty {
                     st::decode::PERF_RECORD_SAMPLE => match parse_sample(body, *with_stacks) {
                         Ok(s) => {
-                            let (why, call) = memo.meaning(&s.chain, symbols);
-                            let (state, futex) = state_and_futex(&s, *prev_state, call);
-                            let stack = s.unwind_regs().map(|r| (r, s.stack.to_vec()));
+                            let (why, call, how) = memo.meaning(&s.chain, symbols);
+                            let common_type =
+                                s.raw.get(..2).map(|b| u16::from_ne_bytes([b[0], b[1]]));
+                            let what = match *waking {
+                                Some((id, pid_field)) if common_type == Some(id) => {
+                                    let Some(woken) = pid_field.read_int(s.raw) else {
+                                        stats.unparsed += 1;
+                                        return;
+                                    };
+                                    DrainedKind::Waking {
+                                        woken: woken as u32,
+                                        how,
+                                        futex: if how == WakeHow::Futex {
+                                            wake_futex(&s, call)
+                                        } else {
+                                            None
+                                        },
+                                    }
+                                }
+                                _ => {
+                                    let (state, futex) = state_and_futex(&s, *prev_state, call);
+                                    DrainedKind::Block { state, why, futex }
+                                }
+                            };
+                            // An interrupt's or timer's registers and stack are the
+                            // interrupted thread's: not kept.
+                            let stack = match what {
+                                DrainedKind::Waking {
+                                    how: WakeHow::Interrupt | WakeHow::Timer,
+                                    ..
+                                } => None,
+                                _ => s.unwind_regs().map(|r| (r, s.stack.to_vec())),
+                            };
                             samples.push(Drained {
                                 pid: s.pid,
                                 tid: s.tid,
                                 ts: s.time,
-                                state,
-                                why,
-                                futex,
+                                what,
                                 stack,
                             });
                         }
@@ -705,12 +880,9 @@ impl OffCpuRecorder {
             pid,
             tid,
             ts,
-            state,
-            why,
-            futex,
+            what,
             stack,
         } = d;
-        let why = why.as_deref();
         if self.maps_saved.insert(pid) {
             match save_maps(pid, &self.maps_dir) {
                 // Ended before this drain: its futex words are shown by address (the report
@@ -775,7 +947,42 @@ impl OffCpuRecorder {
             t.writer.push(&trace::offcpu::thread_record(ts, tid));
             t.tid = tid;
         }
-        let reason = why.map_or(NO_REASON, |w| t.writer.intern_string(w));
+        let (state, why, futex) = match what {
+            DrainedKind::Block { state, why, futex } => (state, why, futex),
+            DrainedKind::Waking { woken, how, futex } => {
+                let with_stack = self.with_stacks && matches!(how, WakeHow::Futex | WakeHow::Other);
+                let stack = with_stack.then(|| {
+                    keep_stack(
+                        t,
+                        stack,
+                        tid,
+                        ts,
+                        &self.stacks_dir,
+                        &mut self.stack_budget_left,
+                        &mut self.stats,
+                        &mut self.first_error,
+                    )
+                });
+                self.stats.wakings += 1;
+                self.stats.futex_wakes += u64::from(futex.is_some());
+                self.stats.waking_stacks += u64::from(matches!(stack, Some(BlockStack::Entry(_))));
+                for r in (Waking {
+                    ts,
+                    woken,
+                    how,
+                    futex,
+                    stack,
+                })
+                .encode()
+                {
+                    t.writer.push(&r);
+                }
+                return;
+            }
+        };
+        let reason = why
+            .as_deref()
+            .map_or(NO_REASON, |w| t.writer.intern_string(w));
         self.stats.blocks += 1;
         self.stats.futex_waits += u64::from(futex.is_some());
         let stack = keep_stack(
@@ -852,9 +1059,9 @@ impl OffCpuRecorder {
 
     /// Disables the events, drains what is left and closes the streams.
     pub fn finish(mut self, end_time: u64) -> OffCpuOutcome {
-        for ring in &self.rings {
+        for fd in self.rings.iter().flat_map(|r| &r.fds) {
             // SAFETY: ioctl on a perf event we own.
-            unsafe { sys::ioctls::DISABLE(ring.fds[0].as_raw_fd(), 0) };
+            unsafe { sys::ioctls::DISABLE(fd.as_raw_fd(), 0) };
         }
         self.drain();
         for (pid, t) in std::mem::take(&mut self.processes) {
@@ -1000,6 +1207,32 @@ fn explain_open(e: &io::Error, cpu: u32) -> String {
         }
         _ => format!("{what}: {e}"),
     }
+}
+
+/// Opens `sched_waking` (tracepoint `id`) on `cpu` like the ring's `sched_switch`, and
+/// redirects it into the ring.
+fn add_waking(
+    ring: &mut Ring,
+    id: u16,
+    cpu: u32,
+    wakeup_bytes: usize,
+    with_stack: bool,
+) -> Result<(), String> {
+    let fd = open_event(u64::from(id), cpu, wakeup_bytes, with_stack).map_err(|e| {
+        format!(
+            "perf_event_open(sched:sched_waking) on CPU {cpu}: {}",
+            st::errno_name(&e)
+        )
+    })?;
+    // SAFETY: both descriptors are perf events we own, on the same CPU, same clock.
+    if unsafe { sys::ioctls::SET_OUTPUT(fd.as_raw_fd(), ring.fds[0].as_raw_fd()) } != 0 {
+        let e = io::Error::last_os_error();
+        return Err(format!(
+            "PERF_EVENT_IOC_SET_OUTPUT(sched:sched_waking) on CPU {cpu}: {e}"
+        ));
+    }
+    ring.fds.push(fd);
+    Ok(())
 }
 
 fn open_event(id: u64, cpu: u32, wakeup_bytes: usize, with_stack: bool) -> io::Result<OwnedFd> {
@@ -1180,6 +1413,39 @@ ffffffff81000800 D some_data
         assert!(parse_sample(plain, false).unwrap().stack.is_empty());
         let no_regs = sample_bytes(&[], &[0; 4], None);
         assert_eq!(parse_sample(&no_regs, true).unwrap().regs, None);
+    }
+
+    #[test]
+    fn a_waking_says_how_it_came_about() {
+        let how = |names: &[&str]| wake_how(names.iter().copied());
+        assert_eq!(
+            how(&[
+                "try_to_wake_up",
+                "futex_wake",
+                "do_futex",
+                "__x64_sys_futex"
+            ]),
+            WakeHow::Futex
+        );
+        assert_eq!(how(&["wake_up_q", "__x64_sys_futex_wake"]), WakeHow::Futex);
+        // A timeout fires in an interrupt that came while a futex call ran: the timer, not
+        // the call.
+        assert_eq!(
+            how(&[
+                "try_to_wake_up",
+                "hrtimer_wakeup",
+                "__hrtimer_run_queues",
+                "sysvec_apic_timer_interrupt",
+                "__x64_sys_futex"
+            ]),
+            WakeHow::Timer
+        );
+        assert_eq!(
+            how(&["try_to_wake_up", "handle_softirqs", "__x64_sys_futex"]),
+            WakeHow::Interrupt
+        );
+        assert_eq!(how(&["try_to_wake_up", "pipe_write"]), WakeHow::Other);
+        assert_eq!(how(&[]), WakeHow::Other);
     }
 
     #[test]

@@ -370,3 +370,114 @@ fn many_processes_keep_the_open_streams_bounded() {
     );
     assert_eq!(done.streams.len(), processes.len());
 }
+
+/// The environment variable that makes this test binary the waking child.
+const WAKER: &str = "CONTEND_OFFCPU_LIVE_WAKER";
+
+/// A thread of the program that wakes another through a futex leaves a waking: the woken
+/// thread, the word, the op, and the waker's stack; the waiter's block is on the same word.
+#[test]
+fn a_futex_wake_names_the_woken_thread_and_the_word() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    if std::env::var_os(WAKER).is_some() {
+        static WORD: AtomicU32 = AtomicU32::new(0);
+        let waiter = std::thread::spawn(|| {
+            // SAFETY: gettid has no preconditions.
+            println!("waiter={}", unsafe { libc::gettid() });
+            while WORD.load(Ordering::Acquire) == 0 {
+                // SAFETY: a futex wait on a live, aligned u32, no timeout.
+                unsafe {
+                    libc::syscall(
+                        libc::SYS_futex,
+                        WORD.as_ptr(),
+                        libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+                        0u32,
+                        std::ptr::null::<libc::timespec>(),
+                    );
+                }
+            }
+        });
+        // Long enough for the waiter to block (the test only asserts when it did).
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        WORD.store(1, Ordering::Release);
+        // SAFETY: as above; wakes every waiter.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                WORD.as_ptr(),
+                libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+                i32::MAX,
+            );
+        }
+        println!("word={:p} waker={}", &WORD, unsafe { libc::gettid() });
+        waiter.join().unwrap();
+        return;
+    }
+    let _one = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let Some(rec) = open_or_skip(dir.path()) else {
+        return;
+    };
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_futex_wake_names_the_woken_thread_and_the_word",
+            "--nocapture",
+        ])
+        .env(WAKER, "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let field = |name: &str| {
+        text.split_whitespace()
+            .find_map(|w| w.strip_prefix(name))
+            .unwrap_or_else(|| panic!("no {name} in {text}"))
+            .to_string()
+    };
+    let word = u64::from_str_radix(field("word=0x").as_str(), 16).unwrap();
+    let waiter: u32 = field("waiter=").parse().unwrap();
+    let waker: u32 = field("waker=").parse().unwrap();
+    let done = rec.finish(u64::MAX);
+    if !done.stats.kernel_symbols {
+        testkit::skip("kernel symbols hidden: futex wakes are not recognised without them");
+        return;
+    }
+    if done.stats.wakings_unavailable.is_some() {
+        panic!("sched_waking did not open: {:?}", done.notes);
+    }
+    let waited = read_streams(dir.path()).into_iter().any(|(_, tid, b)| {
+        tid == waiter && b.iter().any(|b| b.futex.is_some_and(|f| f.uaddr == word))
+    });
+    assert!(waited, "the waiter blocked on the word (50 ms to do so)");
+    let mut wakings = Vec::new();
+    for e in std::fs::read_dir(dir.path().join(trace::rundir::STREAMS_DIR)).unwrap() {
+        let path = e.unwrap().path();
+        let file = StreamFile::open(&path).unwrap();
+        let s: Stream = file.parse().unwrap();
+        let d = trace::offcpu::decode(s.events(), s.header.tid);
+        assert_eq!(d.unpaired, 0, "{}", path.display());
+        wakings.extend(d.wakings);
+    }
+    let ours: Vec<_> = wakings
+        .iter()
+        .filter(|w| w.waking.woken == waiter && w.waking.futex.is_some_and(|f| f.uaddr == word))
+        .collect();
+    assert_eq!(
+        ours.len(),
+        1,
+        "one wake of the waiter on {word:#x}: {wakings:?}"
+    );
+    let w = ours[0];
+    assert_eq!(w.tid, waker);
+    assert_eq!(w.waking.how, trace::offcpu::WakeHow::Futex);
+    assert_eq!(
+        w.waking.futex.unwrap().op,
+        0x81,
+        "FUTEX_WAKE | FUTEX_PRIVATE_FLAG"
+    );
+    assert!(
+        matches!(w.waking.stack, Some(trace::offcpu::BlockStack::Entry(_))),
+        "the waker's stack is kept: {w:?}"
+    );
+}

@@ -95,6 +95,11 @@ pub fn offcpu_meta(meta: &mut Meta, outcome: &launch::Outcome, notices: &mut dyn
                 stacks: stats.stacks,
                 stack_bytes: stats.stack_bytes,
                 stacks_over_budget: stats.stacks_over_budget,
+                // Absent when not recorded: a reader then tells "none" from "not traced".
+                wakings: stats.wakings_unavailable.is_none().then_some(stats.wakings),
+                futex_wakes: stats.futex_wakes,
+                waking_stacks: stats.waking_stacks,
+                wakings_unavailable: stats.wakings_unavailable.is_some(),
             });
             if stats.stacks_over_budget > 0 {
                 note(

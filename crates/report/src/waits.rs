@@ -3,6 +3,8 @@
 //! the lock probe already counted; and the other blocks by the kernel function that blocked.
 //! With user stacks (slice 2): each futex word's waits by kind (lock, condition, ...) and by
 //! the program's own frame that waited.
+//! Blame (slice 3): what ended the waits; who made whom wait (waiter site → waker site); and
+//! the critical sections charged with the wait they caused (Go's mutex profile).
 
 pub mod runtime;
 
@@ -186,6 +188,7 @@ pub fn render(
         }
         let _ = writeln!(out, "{t}");
     }
+    render_blame(&mut out, r, opts);
     let threads: Vec<_> = r
         .threads
         .iter()
@@ -234,6 +237,98 @@ pub fn render(
     out
 }
 
+/// A site's label in the blame tables.
+fn site_label(site: &Option<String>) -> String {
+    site.clone()
+        .unwrap_or_else(|| "? (no stack or no program frame)".into())
+}
+
+/// What ended the waits, who made whom wait, and the critical sections charged.
+fn render_blame(out: &mut String, r: &WaitReport, opts: RenderOptions) {
+    let measured = r.futex_waits + r.probe_counted;
+    if measured == 0 {
+        return;
+    }
+    if !r.wakes_recorded {
+        let _ = writeln!(
+            out,
+            "\n  Who woke whom: not recorded (wakes not traced in this run): no wait is charged to a holder."
+        );
+        return;
+    }
+    let w = &r.woken_by;
+    let parts: Vec<String> = [
+        ("a futex wake by the program", w.futex_wake),
+        ("a timer", w.timer),
+        ("an interrupt", w.interrupt),
+        ("the program by another path", w.other_path),
+        ("a task outside the program", w.other_task),
+        ("not traced", w.unknown),
+    ]
+    .iter()
+    .filter(|(_, c)| c.waits > 0)
+    .map(|(what, c)| format!("{what} {} ({} s)", c.waits, s(c.total_ns)))
+    .collect();
+    let _ = writeln!(
+        out,
+        "\n  Woken by: {} (of {measured} futex wait(s), those the probe counted included).",
+        parts.join("; ")
+    );
+    if !r.blame.is_empty() {
+        out.push('\n');
+        let _ = writeln!(
+            out,
+            "Who made whom wait (the waiter's line, and the waker's: where the holder's critical section ended):"
+        );
+        // The times first: the sites are long and wrap, the figures never drop.
+        let mut t = new_table(&["total (s)", "waits", "waiter", "woken at"], &[0, 1]);
+        t.keep(&[1, 2, 3]);
+        for p in r.blame.iter().take(opts.top) {
+            let kind = p.waiter_kind.map_or(String::new(), |k| format!("{k} at "));
+            t.add_row(vec![
+                s(p.total_ns),
+                p.waits.to_string(),
+                format!("{kind}{}", site_label(&p.waiter_site)),
+                site_label(&p.waker_site),
+            ]);
+        }
+        let _ = writeln!(out, "{t}");
+        let probe: u64 = r.blame.iter().map(|p| p.probe_counted).sum();
+        if probe > 0 {
+            let _ = writeln!(
+                out,
+                "  {probe} of these wait(s) lay inside pthread calls the lock probe recorded: counted in its lock section, shown here for their waker."
+            );
+        }
+    }
+    if !r.holders.is_empty() {
+        out.push('\n');
+        let _ = writeln!(
+            out,
+            "Critical sections by wait caused (each waiter counted, as Go's mutex profile):"
+        );
+        let mut t = new_table(
+            &[
+                "charged (s)",
+                "waits",
+                "waiters",
+                "critical section ended at",
+            ],
+            &[0, 1, 2],
+        );
+        t.keep(&[1, 2, 3]);
+        for h in r.holders.iter().take(opts.top) {
+            t.add_row(vec![
+                s(h.total_ns),
+                h.waits.to_string(),
+                h.waiters.to_string(),
+                site_label(&h.waker_site),
+            ]);
+        }
+        let _ = writeln!(out, "{t}");
+    }
+}
+
 /// The measured futex waits with stacks as profile samples (`contentions`, `delay`), one per
 /// (futex word, stack): the stack's frames, under a root frame naming the word and the kind,
 /// so that a lock profile (`report --pprof`, `--folded`) carries them beside the probe's.
@@ -279,6 +374,98 @@ pub fn profile_samples(
             })
         })
         .collect()
+}
+
+/// The paired futex waits as a Perfetto timeline: on the waiter's thread the wait ("futex
+/// wait", from its block to its switch in) with, inside it, the time from its wake-up to the
+/// switch in ("woken"); on the waker's thread a zero-length "wakes" slice where it woke it;
+/// and a flow from the waker's slice to the waiter's "woken" slice. The "woken" slice starts
+/// 1 ns after the wake, so the trace processor sees the flow's source first.
+pub fn timeline(
+    r: &WaitReport,
+    stacks: &[analysis::waits::WaitStack],
+    thread_names: &HashMap<u32, String>,
+    process_name: &str,
+) -> export::perfetto::Timeline {
+    use export::perfetto::{ArgValue, Flow, ProcessTrack, Slice, ThreadTrack, Timeline};
+    use std::collections::BTreeMap;
+    let site = |i: Option<u32>| {
+        i.and_then(|i| stacks.get(i as usize))
+            .and_then(|s| s.site.clone())
+            .unwrap_or_else(|| "?".into())
+    };
+    let mut threads: BTreeMap<(u32, u32), Vec<Slice>> = BTreeMap::new();
+    let mut flows = Vec::new();
+    let mut id = 0u64;
+    let mut next = || {
+        id += 1;
+        id
+    };
+    for p in &r.paired {
+        let (waker_site, waiter_site) = (site(p.waker_stack), site(p.waiter_stack));
+        let args = vec![
+            ("waiter".to_string(), ArgValue::Uint(u64::from(p.waiter))),
+            (
+                "waiter_site".to_string(),
+                ArgValue::Str(waiter_site.clone()),
+            ),
+            ("waker".to_string(), ArgValue::Uint(u64::from(p.waker))),
+            ("waker_site".to_string(), ArgValue::Str(waker_site.clone())),
+        ];
+        let wake = next();
+        threads.entry((p.pid, p.waker)).or_default().push(Slice {
+            id: wake,
+            start_ns: p.woken_at,
+            dur_ns: 0,
+            name: format!("wakes {} ({waker_site})", p.waiter),
+            category: "futex wake".into(),
+            args: args.clone(),
+        });
+        let waiter = threads.entry((p.pid, p.waiter)).or_default();
+        waiter.push(Slice {
+            id: next(),
+            start_ns: p.start,
+            dur_ns: p.end.saturating_sub(p.start),
+            name: format!("futex wait ({waiter_site})"),
+            category: "futex wait".into(),
+            args: args.clone(),
+        });
+        let woken_from = (p.woken_at + 1).clamp(p.start, p.end);
+        let woken = next();
+        waiter.push(Slice {
+            id: woken,
+            start_ns: woken_from,
+            dur_ns: p.end - woken_from,
+            name: format!("woken by {} ({waker_site})", p.waker),
+            category: "futex wait".into(),
+            args,
+        });
+        flows.push(Flow {
+            from_slice: wake,
+            to_slice: woken,
+        });
+    }
+    let mut processes: BTreeMap<u32, ProcessTrack> = BTreeMap::new();
+    for ((pid, tid), slices) in threads {
+        processes
+            .entry(pid)
+            .or_insert_with(|| ProcessTrack {
+                pid,
+                name: process_name.to_string(),
+                ..Default::default()
+            })
+            .threads
+            .push(ThreadTrack {
+                tid,
+                name: thread_names.get(&tid).cloned().unwrap_or_default(),
+                slices,
+                ..Default::default()
+            });
+    }
+    Timeline {
+        processes: processes.into_values().collect(),
+        flows,
+    }
 }
 
 /// The section for a run that asked for waits and could not record them.
@@ -372,5 +559,129 @@ mod tests {
             samples[0].stack.last().unwrap().function,
             "[futex wait HOT lock]"
         );
+    }
+
+    #[test]
+    fn the_blame_tables_name_the_waker_and_charge_it() {
+        use analysis::waits::{waits_and_blame, WakingIn};
+        use trace::offcpu::{WakeFutex, WakeHow};
+        let futex = Some(FutexArgs {
+            uaddr: 0x5000,
+            op: 0x80,
+        });
+        let threads: Vec<ThreadBlocks> = [10, 11]
+            .iter()
+            .map(|&tid| ThreadBlocks {
+                pid: 1,
+                tid,
+                blocks: vec![BlockIn {
+                    ts: 1_000_000,
+                    reason: None,
+                    futex,
+                    stack: StackIn::At(0),
+                }],
+            })
+            .collect();
+        let wakings: Vec<WakingIn> = [10, 11]
+            .iter()
+            .map(|&woken| WakingIn {
+                pid: 1,
+                tid: 12,
+                ts: 3_000_000,
+                woken,
+                how: WakeHow::Futex,
+                futex: Some(WakeFutex {
+                    uaddr: 0x5000,
+                    op: 0x81,
+                    uaddr2: None,
+                }),
+                stack: StackIn::At(1),
+            })
+            .collect();
+        let run = |ts| StateChange {
+            ts,
+            state: State::Running,
+            cpu: None,
+            waker: 0,
+        };
+        let states = [(10, vec![run(3_000_100)]), (11, vec![run(3_000_200)])];
+        let stacks = [
+            WaitStack {
+                kind: WaitKind::Condition,
+                site: Some("m::wait (m.rs:5)".into()),
+                frames: Vec::new(),
+                unknown: false,
+            },
+            WaitStack {
+                kind: WaitKind::Unknown,
+                site: Some("m::publish (m.rs:9)".into()),
+                frames: Vec::new(),
+                unknown: false,
+            },
+        ];
+        let r = waits_and_blame(&threads, &wakings, &states, &[], &stacks);
+        let opts = RenderOptions {
+            top: 10,
+            ends_traced: true,
+        };
+        let text = render(&r, &HashMap::new(), &HashMap::new(), opts);
+        assert!(
+            text.contains("Woken by: a futex wake by the program 2 (0.004 s)"),
+            "{text}"
+        );
+        assert!(text.contains("condition at m::wait (m.rs:5)"), "{text}");
+        // One notify woke both: charged both waits, 2.0001 + 2.0002 ms.
+        let row = text
+            .lines()
+            .find(|l| l.contains("m::publish (m.rs:9)") && !l.contains("condition"))
+            .unwrap_or_else(|| panic!("{text}"));
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(&cells[1..4], ["0.004", "2", "2"], "{row}");
+        let without = waits_and_blame(&threads, &[], &states, &[], &stacks);
+        let text = render(&without, &HashMap::new(), &HashMap::new(), opts);
+        assert!(text.contains("Who woke whom: not recorded"), "{text}");
+    }
+
+    #[test]
+    fn the_timeline_has_a_flow_from_the_waker_to_the_waiter() {
+        use analysis::waits::PairedWait;
+        let r = WaitReport {
+            paired: vec![PairedWait {
+                pid: 1,
+                waiter: 10,
+                start: 1_000,
+                end: 5_000,
+                waker: 11,
+                woken_at: 4_000,
+                waiter_stack: Some(0),
+                waker_stack: None,
+            }],
+            ..WaitReport::default()
+        };
+        let stacks = [WaitStack {
+            kind: WaitKind::Lock,
+            site: Some("m::work (m.rs:10)".into()),
+            frames: Vec::new(),
+            unknown: false,
+        }];
+        let t = timeline(&r, &stacks, &HashMap::new(), "m");
+        assert_eq!(t.flows.len(), 1);
+        let slice = |id: u64| {
+            t.processes[0]
+                .threads
+                .iter()
+                .find_map(|th| th.slices.iter().find(|s| s.id == id).map(|s| (th.tid, s)))
+                .unwrap()
+        };
+        let (from_tid, from) = slice(t.flows[0].from_slice);
+        let (to_tid, to) = slice(t.flows[0].to_slice);
+        assert_eq!((from_tid, from.start_ns, from.dur_ns), (11, 4_000, 0));
+        assert_eq!((to_tid, to.start_ns, to.dur_ns), (10, 4_001, 999));
+        assert!(to.name.starts_with("woken by 11"), "{}", to.name);
+        // The writer keeps the flow: its source begins first.
+        let mut out = Vec::new();
+        let written = export::perfetto::write(&t, &mut out).unwrap();
+        assert_eq!((written.flows, written.flows_skipped), (1, 0));
+        assert_eq!(written.slices, 3);
     }
 }

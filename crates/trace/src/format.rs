@@ -307,6 +307,17 @@ pub enum EventKind {
     /// [`crate::ustack`]), or [`NO_OBJECT`] when the block has none; `aux` then says why
     /// ([`crate::ustack::NoStack`]).
     OffCpuStack,
+    /// The stream's thread woke thread `obj` (a per-task `sched_waking`, see
+    /// [`crate::offcpu`]): `aux` how ([`crate::offcpu::WakeHow`]), `site` the futex operation
+    /// (`si & 0xff`) when `aux` says a futex wake, else 0.
+    OffCpuWaking,
+    /// An address of the preceding `OffCpuWaking` (same time): `aux` 0 the futex word (`di`),
+    /// 1 the second word of a requeue or wake-op (`r8`); `site` and `obj` bits 32..47 and
+    /// 0..31 of the address.
+    OffCpuWakeAddr,
+    /// The user stack of the preceding `OffCpuWaking` (same time), its last record: as
+    /// `OffCpuStack`.
+    OffCpuWakeStack,
     Unknown(u8),
 }
 
@@ -341,6 +352,9 @@ impl EventKind {
     pub const OFFCPU_FUTEX: u8 = 28;
     pub const OFFCPU_THREAD: u8 = 29;
     pub const OFFCPU_STACK: u8 = 30;
+    pub const OFFCPU_WAKING: u8 = 31;
+    pub const OFFCPU_WAKE_ADDR: u8 = 32;
+    pub const OFFCPU_WAKE_STACK: u8 = 33;
 
     #[inline]
     pub fn from_u8(v: u8) -> EventKind {
@@ -375,6 +389,9 @@ impl EventKind {
             Self::OFFCPU_FUTEX => EventKind::OffCpuFutex,
             Self::OFFCPU_THREAD => EventKind::OffCpuThread,
             Self::OFFCPU_STACK => EventKind::OffCpuStack,
+            Self::OFFCPU_WAKING => EventKind::OffCpuWaking,
+            Self::OFFCPU_WAKE_ADDR => EventKind::OffCpuWakeAddr,
+            Self::OFFCPU_WAKE_STACK => EventKind::OffCpuWakeStack,
             other => EventKind::Unknown(other),
         }
     }
@@ -412,6 +429,9 @@ impl EventKind {
             EventKind::OffCpuFutex => Self::OFFCPU_FUTEX,
             EventKind::OffCpuThread => Self::OFFCPU_THREAD,
             EventKind::OffCpuStack => Self::OFFCPU_STACK,
+            EventKind::OffCpuWaking => Self::OFFCPU_WAKING,
+            EventKind::OffCpuWakeAddr => Self::OFFCPU_WAKE_ADDR,
+            EventKind::OffCpuWakeStack => Self::OFFCPU_WAKE_STACK,
             EventKind::Unknown(v) => v,
         }
     }
@@ -448,6 +468,9 @@ impl EventKind {
             EventKind::OffCpuFutex => "offcpu-futex",
             EventKind::OffCpuThread => "offcpu-thread",
             EventKind::OffCpuStack => "offcpu-stack",
+            EventKind::OffCpuWaking => "offcpu-waking",
+            EventKind::OffCpuWakeAddr => "offcpu-wake-addr",
+            EventKind::OffCpuWakeStack => "offcpu-wake-stack",
             EventKind::Unknown(v) => return format!("unknown kind {v}"),
         }
         .to_string()
@@ -473,6 +496,9 @@ impl EventKind {
                 | EventKind::OffCpuFutex
                 | EventKind::OffCpuThread
                 | EventKind::OffCpuStack
+                | EventKind::OffCpuWaking
+                | EventKind::OffCpuWakeAddr
+                | EventKind::OffCpuWakeStack
                 | EventKind::Unknown(_)
         )
     }

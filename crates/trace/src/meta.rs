@@ -107,14 +107,28 @@ pub struct OffCpuMeta {
     /// Kernel symbols were readable: without them no futex wait is recognised.
     #[serde(default)]
     pub kernel_symbols: bool,
-    /// Blocks kept with their user stack (`stacks/*.ustk`), and those files' bytes.
+    /// Blocks and wakings kept with their user stack (`stacks/*.ustk`), and those files'
+    /// bytes.
     #[serde(default)]
     pub stacks: u64,
     #[serde(default)]
     pub stack_bytes: u64,
-    /// Blocks kept without a stack because the run's stack budget (`--stack-budget`) was spent.
+    /// Blocks and wakings kept without a stack because the run's stack budget
+    /// (`--stack-budget`) was spent.
     #[serde(default)]
     pub stacks_over_budget: u64,
+    /// Wakings of a thread by one of the program's threads (`sched_waking`, slice 3); of
+    /// those, futex wakes with their word; and wakings kept with the waker's user stack.
+    /// Absent in runs recorded before wakes were (their waits cannot be paired).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wakings: Option<u64>,
+    #[serde(default)]
+    pub futex_wakes: u64,
+    #[serde(default)]
+    pub waking_stacks: u64,
+    /// The wakes were asked for but could not be recorded: who woke whom is not known.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub wakings_unavailable: bool,
 }
 
 /// A generator run beside the program for the whole run, on other CPUs.

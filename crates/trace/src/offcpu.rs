@@ -23,6 +23,17 @@
 //!   `aux` the reason there is none ([`NoStack`]). Runs recorded without stacks have no such
 //!   record.
 //!
+//! - [`EventKind::OffCpuWaking`] (slice 3): the thread woke thread `obj` (a per-task
+//!   `sched_waking` raised in its context); `aux` how ([`WakeHow`]: a futex wake, an interrupt,
+//!   a timer, another kernel path), `site` the futex operation for a futex wake.
+//! - [`EventKind::OffCpuWakeAddr`], after its waking, same `ts`: `aux` 0 the futex word, 1 the
+//!   second word of a requeue or wake-op; `site` and `obj` bits 32..47 and 0..31.
+//! - [`EventKind::OffCpuWakeStack`], the waking's last record, same `ts`: its user stack, as
+//!   [`EventKind::OffCpuStack`]. Wakings by an interrupt or a timer have none (the registers
+//!   and stack are the interrupted thread's, not the waker's).
+//!
+//! Wakings are new kinds: a reader from before them skips them (it counts unknown kinds).
+//!
 //! The end of a block is not here: it is the thread's next switch in, which the system-wide
 //! sched tracepoints record (`sched-TID.cst`).
 
@@ -89,27 +100,15 @@ impl Block {
             obj: self.reason,
         }];
         if let Some(f) = self.futex {
-            let a = f.uaddr & ADDRESS_BITS;
-            out.push(Record {
-                ts: self.ts,
-                kind: EventKind::OffCpuFutex,
-                aux: f.op,
-                site: (a >> 32) as u16,
-                obj: a as u32,
-            });
+            out.push(address_record(
+                self.ts,
+                EventKind::OffCpuFutex,
+                f.op,
+                f.uaddr,
+            ));
         }
         if let Some(st) = self.stack {
-            let (aux, obj) = match st {
-                BlockStack::Entry(i) => (0, i),
-                BlockStack::Missing(why) => (why.to_u8(), NO_OBJECT),
-            };
-            out.push(Record {
-                ts: self.ts,
-                kind: EventKind::OffCpuStack,
-                aux,
-                site: 0,
-                obj,
-            });
+            out.push(stack_record(self.ts, EventKind::OffCpuStack, st));
         }
         out
     }
@@ -124,6 +123,138 @@ pub fn thread_record(ts: u64, tid: u32) -> Record {
         site: 0,
         obj: tid,
     }
+}
+
+/// How a waking came about, from the kernel chain of the `sched_waking` raised in a target
+/// thread's context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WakeHow {
+    /// Another kernel path (a pipe write, a signal, an exit...), or a chain without names.
+    Other,
+    /// A futex system call that wakes (`FUTEX_WAKE`, `_WAKE_OP`, `_REQUEUE`, `_UNLOCK_PI`, futex2
+    /// `futex_wake`).
+    Futex,
+    /// An interrupt that came while the thread ran (the wake is not the thread's doing).
+    Interrupt,
+    /// A timer expiring (`hrtimer_wakeup`): a timed wait's timeout, a sleep's end.
+    Timer,
+}
+
+impl WakeHow {
+    pub fn to_u8(self) -> u8 {
+        match self {
+            WakeHow::Other => 0,
+            WakeHow::Futex => 1,
+            WakeHow::Interrupt => 2,
+            WakeHow::Timer => 3,
+        }
+    }
+
+    /// Unknown values (a newer writer's) read as [`WakeHow::Other`].
+    pub fn from_u8(v: u8) -> WakeHow {
+        match v {
+            1 => WakeHow::Futex,
+            2 => WakeHow::Interrupt,
+            3 => WakeHow::Timer,
+            _ => WakeHow::Other,
+        }
+    }
+}
+
+/// The futex arguments of a waking: the word woken, and for a requeue or wake-op the second.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct WakeFutex {
+    pub uaddr: u64,
+    pub op: u8,
+    pub uaddr2: Option<u64>,
+}
+
+/// `FUTEX_WAKE_OP`, `FUTEX_REQUEUE`, `FUTEX_CMP_REQUEUE`, `FUTEX_CMP_REQUEUE_PI`: the commands
+/// whose `r8` (`uaddr2`) is a second futex word.
+pub fn has_second_word(op: u8) -> bool {
+    matches!(op & FUTEX_CMD_MASK, 3 | 4 | 5 | 12)
+}
+
+/// One waking by the stream's thread, as written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Waking {
+    pub ts: u64,
+    /// The thread woken.
+    pub woken: u32,
+    pub how: WakeHow,
+    /// For [`WakeHow::Futex`] with its registers.
+    pub futex: Option<WakeFutex>,
+    /// The waker's user stack: `None` when the run recorded no stacks, or the waking has none
+    /// by nature (interrupt, timer).
+    pub stack: Option<BlockStack>,
+}
+
+fn address_record(ts: u64, kind: EventKind, aux: u8, address: u64) -> Record {
+    let a = address & ADDRESS_BITS;
+    Record {
+        ts,
+        kind,
+        aux,
+        site: (a >> 32) as u16,
+        obj: a as u32,
+    }
+}
+
+fn stack_record(ts: u64, kind: EventKind, st: BlockStack) -> Record {
+    let (aux, obj) = match st {
+        BlockStack::Entry(i) => (0, i),
+        BlockStack::Missing(why) => (why.to_u8(), NO_OBJECT),
+    };
+    Record {
+        ts,
+        kind,
+        aux,
+        site: 0,
+        obj,
+    }
+}
+
+fn stack_of(r: &Record) -> BlockStack {
+    if r.obj == NO_OBJECT {
+        BlockStack::Missing(NoStack::from_u8(r.aux))
+    } else {
+        BlockStack::Entry(r.obj)
+    }
+}
+
+impl Waking {
+    /// The waking's records: the waking, its addresses, its stack.
+    pub fn encode(&self) -> Vec<Record> {
+        let mut out = vec![Record {
+            ts: self.ts,
+            kind: EventKind::OffCpuWaking,
+            aux: self.how.to_u8(),
+            site: self.futex.map_or(0, |f| u16::from(f.op)),
+            obj: self.woken,
+        }];
+        if let Some(f) = self.futex {
+            out.push(address_record(
+                self.ts,
+                EventKind::OffCpuWakeAddr,
+                0,
+                f.uaddr,
+            ));
+            if let Some(a2) = f.uaddr2 {
+                out.push(address_record(self.ts, EventKind::OffCpuWakeAddr, 1, a2));
+            }
+        }
+        if let Some(st) = self.stack {
+            out.push(stack_record(self.ts, EventKind::OffCpuWakeStack, st));
+        }
+        out
+    }
+}
+
+/// A waking and the thread that did it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThreadWaking {
+    pub tid: u32,
+    pub waking: Waking,
 }
 
 /// A block and the thread it is of.
@@ -144,6 +275,12 @@ pub struct BlockDecoder {
     pending: Option<Block>,
     /// Its `site` said futex.
     pending_futex: bool,
+    /// The futex operation of the waking being read, until its address comes.
+    pending_op: Option<u8>,
+    /// The waking being read, until a record that is not one of its own.
+    pending_waking: Option<Waking>,
+    /// The complete wakings, in order.
+    pub wakings: Vec<ThreadWaking>,
     /// Records that did not pair as the format says.
     pub unpaired: u64,
 }
@@ -159,11 +296,62 @@ impl BlockDecoder {
 
     /// Feeds one record; complete blocks are appended to `out`.
     pub fn push(&mut self, r: &Record, out: &mut Vec<ThreadBlock>) {
+        if !matches!(
+            r.kind,
+            EventKind::OffCpuWakeAddr | EventKind::OffCpuWakeStack
+        ) {
+            self.finish_waking();
+        }
         match r.kind {
             EventKind::OffCpuThread => {
                 out.extend(self.finish());
                 self.tid = r.obj;
             }
+            EventKind::OffCpuWaking => {
+                out.extend(self.finish());
+                self.pending_waking = Some(Waking {
+                    ts: r.ts,
+                    woken: r.obj,
+                    how: WakeHow::from_u8(r.aux),
+                    futex: None,
+                    stack: None,
+                });
+                if self.pending_waking.is_some_and(|w| w.how == WakeHow::Futex) {
+                    // The op waits for its address.
+                    self.pending_op = Some(r.site as u8);
+                }
+            }
+            EventKind::OffCpuWakeAddr => {
+                let address = (u64::from(r.site) << 32) | u64::from(r.obj);
+                match (self.pending_waking.as_mut(), self.pending_op) {
+                    (Some(w), Some(op)) if w.ts == r.ts && w.stack.is_none() => {
+                        match (r.aux, w.futex.as_mut()) {
+                            (0, None) => {
+                                w.futex = Some(WakeFutex {
+                                    uaddr: address,
+                                    op,
+                                    uaddr2: None,
+                                })
+                            }
+                            (1, Some(f)) if f.uaddr2.is_none() => f.uaddr2 = Some(address),
+                            _ => self.unpaired += 1,
+                        }
+                    }
+                    _ => {
+                        out.extend(self.finish());
+                        self.finish_waking();
+                        self.unpaired += 1;
+                    }
+                }
+            }
+            EventKind::OffCpuWakeStack => match self.pending_waking.as_mut() {
+                Some(w) if w.ts == r.ts && w.stack.is_none() => w.stack = Some(stack_of(r)),
+                _ => {
+                    out.extend(self.finish());
+                    self.finish_waking();
+                    self.unpaired += 1;
+                }
+            },
             EventKind::OffCpuBlock => {
                 out.extend(self.finish());
                 self.pending = Some(Block {
@@ -193,13 +381,7 @@ impl BlockDecoder {
                 }
             },
             EventKind::OffCpuStack => match self.pending.as_mut() {
-                Some(b) if b.ts == r.ts && b.stack.is_none() => {
-                    b.stack = Some(if r.obj == NO_OBJECT {
-                        BlockStack::Missing(NoStack::from_u8(r.aux))
-                    } else {
-                        BlockStack::Entry(r.obj)
-                    });
-                }
+                Some(b) if b.ts == r.ts && b.stack.is_none() => b.stack = Some(stack_of(r)),
                 _ => {
                     out.extend(self.finish());
                     self.unpaired += 1;
@@ -213,6 +395,19 @@ impl BlockDecoder {
         ThreadBlock {
             tid: self.tid,
             block,
+        }
+    }
+
+    /// Ends the waking being read (a futex wake without its address: counted, kept without).
+    fn finish_waking(&mut self) {
+        if let Some(w) = self.pending_waking.take() {
+            if self.pending_op.take().is_some() && w.futex.is_none() {
+                self.unpaired += 1;
+            }
+            self.wakings.push(ThreadWaking {
+                tid: self.tid,
+                waking: w,
+            });
         }
     }
 
@@ -230,13 +425,32 @@ impl BlockDecoder {
 /// All blocks of a stream's records, with their threads (`tid`: the header's, for blocks
 /// before the first thread record), and how many records did not pair.
 pub fn blocks(records: impl IntoIterator<Item = Record>, tid: u32) -> (Vec<ThreadBlock>, u64) {
+    let d = decode(records, tid);
+    (d.blocks, d.unpaired)
+}
+
+/// A stream's blocks and wakings, with their threads, and the records that did not pair.
+#[derive(Debug, Default)]
+pub struct Decoded {
+    pub blocks: Vec<ThreadBlock>,
+    pub wakings: Vec<ThreadWaking>,
+    pub unpaired: u64,
+}
+
+/// All blocks and wakings of a stream's records (see [`blocks`]).
+pub fn decode(records: impl IntoIterator<Item = Record>, tid: u32) -> Decoded {
     let mut d = BlockDecoder::new(tid);
-    let mut out = Vec::new();
+    let mut blocks = Vec::new();
     for r in records {
-        d.push(&r, &mut out);
+        d.push(&r, &mut blocks);
     }
-    out.extend(d.finish());
-    (out, d.unpaired)
+    blocks.extend(d.finish());
+    d.finish_waking();
+    Decoded {
+        blocks,
+        wakings: std::mem::take(&mut d.wakings),
+        unpaired: d.unpaired,
+    }
 }
 
 /// The reason id of a block whose kernel chain named nothing.
@@ -351,5 +565,91 @@ mod tests {
         assert_eq!(out[0].futex, None);
         assert_eq!(out[1].ts, 20);
         assert_eq!(unpaired, 2);
+    }
+
+    fn waking(ts: u64, woken: u32, how: WakeHow, futex: Option<WakeFutex>) -> Waking {
+        Waking {
+            ts,
+            woken,
+            how,
+            futex,
+            stack: None,
+        }
+    }
+
+    #[test]
+    fn wakings_round_trip_between_blocks_with_their_threads() {
+        let wake = waking(
+            15,
+            9,
+            WakeHow::Futex,
+            Some(WakeFutex {
+                uaddr: 0x5555_0000_1000,
+                op: 0x81,
+                uaddr2: None,
+            }),
+        );
+        let mut requeue = waking(
+            35,
+            10,
+            WakeHow::Futex,
+            Some(WakeFutex {
+                uaddr: 0x1000,
+                op: 0x84,
+                uaddr2: Some(0x2000),
+            }),
+        );
+        requeue.stack = Some(BlockStack::Entry(3));
+        let mut irq = waking(40, 11, WakeHow::Interrupt, None);
+        irq.stack = Some(BlockStack::Missing(NoStack::Empty));
+        let mut records = block(10, Some((0x1000, 0x89))).encode();
+        records.extend(wake.encode());
+        records.extend(block(20, None).encode());
+        records.push(thread_record(30, 8));
+        records.extend(requeue.encode());
+        records.extend(irq.encode());
+        assert_eq!(records.len(), 2 + 2 + 1 + 1 + 4 + 2);
+        let d = decode(records.clone(), 7);
+        assert_eq!(d.unpaired, 0);
+        let seen: Vec<(u32, Waking)> = d.wakings.iter().map(|w| (w.tid, w.waking)).collect();
+        assert_eq!(seen, [(7, wake), (8, requeue), (8, irq)]);
+        assert_eq!(
+            d.blocks.len(),
+            2,
+            "the wakings cut no block: {:?}",
+            d.blocks
+        );
+        assert!(has_second_word(0x84) && !has_second_word(0x81));
+        // A reader of blocks only still gets the blocks, nothing unpaired.
+        let (b, unpaired) = blocks(records, 7);
+        assert_eq!((b.len(), unpaired), (2, 0));
+    }
+
+    #[test]
+    fn a_futex_waking_cut_before_its_address_is_counted() {
+        let wake = waking(
+            15,
+            9,
+            WakeHow::Futex,
+            Some(WakeFutex {
+                uaddr: 0x1000,
+                op: 0x81,
+                uaddr2: None,
+            }),
+        );
+        let mut records = vec![wake.encode()[0]];
+        records.extend(block(20, None).encode());
+        // An address and a stack with no waking before them.
+        records.extend(wake.encode().into_iter().skip(1));
+        records.push(stack_record(
+            15,
+            EventKind::OffCpuWakeStack,
+            BlockStack::Entry(1),
+        ));
+        let d = decode(records, 1);
+        assert_eq!(d.unpaired, 3);
+        assert_eq!(d.wakings.len(), 1);
+        assert_eq!(d.wakings[0].waking.futex, None);
+        assert_eq!(d.blocks.len(), 1);
     }
 }
