@@ -945,21 +945,6 @@ fn kernel_mmap_lock_is_named_with_its_user_stack() {
 /// sleeping in those calls (the same measurement and tolerance as the mmap_lock test above).
 #[test]
 fn kernel_i_rwsem_of_one_file_is_named_at_the_write() {
-/// The holder rows of the waits' JSON whose waker site ends at `at` (`file.rs:LINE)`).
-fn holders_at<'a>(w: &'a Value, at: &str) -> Vec<&'a Value> {
-    w["holders"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|h| h["waker_site"].as_str().is_some_and(|s| s.ends_with(at)))
-        .collect()
-}
-
-/// Slice 3: each wait on the std Mutex is paired with the wake that ended it, and the waker's
-/// stack names the end of the holder's critical section: the line where the guard is
-/// dropped. That site is charged the waits it ended.
-#[test]
-fn blame_names_the_holders_critical_section() {
     let _one = serial();
     if !root_for_perf() {
         return;
@@ -1081,6 +1066,27 @@ fn record_contended(
         ));
     }
     panic!("the threads hardly contended in three tries: {seen:?}");
+}
+
+/// The holder rows of the waits' JSON whose waker site ends at `at` (`file.rs:LINE)`).
+fn holders_at<'a>(w: &'a Value, at: &str) -> Vec<&'a Value> {
+    w["holders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|h| h["waker_site"].as_str().is_some_and(|s| s.ends_with(at)))
+        .collect()
+}
+
+/// Slice 3: each wait on the std Mutex is paired with the wake that ended it, and the waker's
+/// stack names the end of the holder's critical section: the line where the guard is
+/// dropped. That site is charged the waits it ended.
+#[test]
+fn blame_names_the_holders_critical_section() {
+    let _one = serial();
+    if !root_for_perf() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let Some(exe) = build("examples/waits/std_mutex.rs", dir.path()) else {
         return;
