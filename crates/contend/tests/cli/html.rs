@@ -824,6 +824,42 @@ fn chromium_shows_a_std_mutexs_waits_at_its_line() {
     );
     // The other blocks by the kernel function the scheduler named, and the threads.
     assert!(waits.contains("id=\"wait-thread-table\""), "{waits}");
+    // Who made whom wait: the critical section charged most is the one the JSON names, ended
+    // at the guard's drop, with as many waits as the JSON says.
+    let src = std::fs::read_to_string(crate::common::repo("examples/waits/std_mutex.rs")).unwrap();
+    let drop_line = 1 + src
+        .lines()
+        .position(|l| l.contains("drop(guard)"))
+        .expect("std_mutex.rs drops its guard");
+    let top = &json["waits"]["holders"][0];
+    let site = top["waker_site"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{top}"));
+    assert!(
+        site.ends_with(&format!("(std_mutex.rs:{drop_line})")),
+        "{top}"
+    );
+    let holders = waits
+        .split("id=\"holder-table\"")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no holder table: {waits}"));
+    let n = top["waits"].as_u64().unwrap();
+    let row = holders
+        .split("<tr>")
+        .find(|r| {
+            r.contains(&format!(
+                "<td>{}</td>",
+                site.replace('&', "&amp;")
+                    .replace('<', "&lt;")
+                    .replace('>', "&gt;")
+            ))
+        })
+        .unwrap_or_else(|| panic!("no row for {site}: {holders}"));
+    assert!(
+        row.contains(&format!("<td class=\"num\" data-v=\"{n}\">{n}</td>")),
+        "{row} against {n} waits"
+    );
+    assert!(waits.contains("id=\"blame-table\""), "{waits}");
 }
 
 /// The wait time by call stack, drawn from the folded stacks: the program's closure that took

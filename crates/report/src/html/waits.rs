@@ -1,8 +1,9 @@
 //! The waits section of the run's page (issue 22's futex waits): the program's blocked futex
 //! waits of any runtime by kind, by futex word (named as the global or heap block it lies in)
-//! and by the program's frame that waited (file:line, from the user stacks); per thread; the
-//! other blocks by the kernel function the scheduler named; and what was not recorded and
-//! why. Rendered from the [`WaitReport`](analysis::waits::WaitReport) the text report's waits
+//! and by the program's frame that waited (file:line, from the user stacks); per thread; what
+//! ended the waits, who made whom wait and the critical sections by wait caused (the wakes
+//! paired with the waits); the kernel locks slept on; the other blocks by the kernel function
+//! the scheduler named; and what was not recorded and why. Rendered from the [`WaitReport`](analysis::waits::WaitReport) the text report's waits
 //! section renders.
 
 use super::{escape, int, missing, ms_cell, section_start, table, text, Cell, Page, WaitsPage};
@@ -217,6 +218,43 @@ pub(super) fn section(out: &mut String, p: &Page<'_>) {
             max_rows,
         );
     }
+    blame(out, r, max_rows);
+    if !r.kernel_locks.is_empty() {
+        let rows = r
+            .kernel_locks
+            .iter()
+            .map(|k| {
+                vec![
+                    text(&k.lock),
+                    text(&k.mode),
+                    text(&k.taker),
+                    text(k.site.clone().unwrap_or_else(|| "?".into())),
+                    int(u64::from(k.pid)),
+                    int(k.waits),
+                    ms_cell(k.total_ns),
+                    ms_cell(k.max_ns),
+                ]
+            })
+            .collect();
+        table(
+            out,
+            "kernel-lock-table",
+            "Kernel locks the program slept on, with its frame that entered the kernel",
+            &[
+                "kernel lock",
+                "mode",
+                "taken in",
+                "the program entered the kernel at",
+                "pid",
+                "waits",
+                "total (ms)",
+                "longest (ms)",
+            ],
+            &[4, 5, 6, 7],
+            rows,
+            max_rows,
+        );
+    }
     if !r.reasons.is_empty() {
         let rows = r
             .reasons
@@ -234,6 +272,114 @@ pub(super) fn section(out: &mut String, p: &Page<'_>) {
         );
     }
     out.push_str("</section>\n");
+}
+
+/// What ended the futex waits, who made whom wait (waiter's frame → waker's frame) and the
+/// critical sections charged with the waits they ended, each waiter counted (Go's mutex
+/// profile), from the wakes paired with the waits.
+fn blame(out: &mut String, r: &analysis::waits::WaitReport, max_rows: usize) {
+    if !r.wakes_recorded {
+        missing(
+            out,
+            "The program's wakes were not recorded (a run from before them, or sched_waking could not be opened): who made whom wait is not known.",
+        );
+        return;
+    }
+    let b = &r.woken_by;
+    let ended = [
+        ("a futex wake by a thread of the program", &b.futex_wake),
+        ("a timer (a timed wait's timeout)", &b.timer),
+        ("an interrupt", &b.interrupt),
+        (
+            "the program by another path (a signal, a thread's exit)",
+            &b.other_path,
+        ),
+        ("a task outside the program", &b.other_task),
+        ("not traced", &b.unknown),
+    ];
+    let rows = ended
+        .iter()
+        .filter(|(_, c)| c.waits > 0)
+        .map(|(what, c)| vec![text(*what), int(c.waits), ms_cell(c.total_ns)])
+        .collect::<Vec<_>>();
+    if !rows.is_empty() {
+        table(
+            out,
+            "woken-by-table",
+            "What ended the futex waits",
+            &["woken by", "waits", "total (ms)"],
+            &[1, 2],
+            rows,
+            max_rows,
+        );
+    }
+    let site = |s: &Option<String>| text(s.clone().unwrap_or_else(|| "?".into()));
+    if !r.blame.is_empty() {
+        let rows = r
+            .blame
+            .iter()
+            .map(|p| {
+                vec![
+                    site(&p.waiter_site),
+                    text(p.waiter_kind.map_or_else(String::new, |k| k.to_string())),
+                    site(&p.waker_site),
+                    int(p.waits),
+                    ms_cell(p.total_ns),
+                    ms_cell(p.max_ns),
+                    int(p.probe_counted),
+                ]
+            })
+            .collect();
+        table(
+            out,
+            "blame-table",
+            "Who made whom wait: the waiter's frame, and the waker's (where the holder's critical section ended)",
+            &[
+                "waited at",
+                "kind",
+                "woken from",
+                "waits",
+                "total (ms)",
+                "longest (ms)",
+                "of them counted by the lock probe",
+            ],
+            &[3, 4, 5, 6],
+            rows,
+            max_rows,
+        );
+    }
+    if !r.holders.is_empty() {
+        let rows = r
+            .holders
+            .iter()
+            .map(|h| {
+                vec![
+                    site(&h.waker_site),
+                    int(h.waits),
+                    ms_cell(h.total_ns),
+                    ms_cell(h.max_ns),
+                    int(h.wakers),
+                    int(h.waiters),
+                ]
+            })
+            .collect();
+        table(
+            out,
+            "holder-table",
+            "Critical sections by the wait they caused (each waiter counted, as Go's mutex profile)",
+            &[
+                "critical section ended at",
+                "waits ended",
+                "wait caused (ms)",
+                "longest (ms)",
+                "waking threads",
+                "waiting threads",
+            ],
+            &[1, 2, 3, 4, 5],
+            rows,
+            max_rows,
+        );
+    }
 }
 
 /// A run whose blocks have no end (no sched tracepoints): counts per futex word, no times.
