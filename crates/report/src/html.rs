@@ -692,6 +692,15 @@ fn findings(p: &Page<'_>) -> Vec<String> {
     if let Some(line) = p.waits.as_ref().and_then(waits::headline) {
         found.push(line);
     }
+    if let Some(h) = p.waits.as_ref().and_then(|w| w.report.holders.first()) {
+        found.push(format!(
+            "The critical section that made others wait most ended at {}: its wakes ended {} futex wait(s), {} ms of waiting ({} thread(s) waited).",
+            h.waker_site.as_deref().unwrap_or("a frame not known"),
+            h.waits,
+            ms(h.total_ns),
+            h.waiters
+        ));
+    }
     if let Some(m) = &p.mpi {
         if let Some(line) = mpi_headline(m) {
             found.push(line);
@@ -726,6 +735,7 @@ fn findings(p: &Page<'_>) -> Vec<String> {
             a.runq_wait_ns as f64 / 1e9,
             a.blocked_ns as f64 / 1e9
         ));
+        found.push("How much speed-up was lost to memory contention and how much to dependencies needs the program run at several thread counts: `contend scale -- PROGRAM` measures that split, and `contend report SCALE_DIR --html` draws it.".into());
     }
     found
 }

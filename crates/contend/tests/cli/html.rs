@@ -860,6 +860,17 @@ fn chromium_shows_a_std_mutexs_waits_at_its_line() {
         "{row} against {n} waits"
     );
     assert!(waits.contains("id=\"blame-table\""), "{waits}");
+    // And the overview names that critical section among its findings.
+    let overview = section_of(&dom, "overview");
+    assert!(
+        overview.contains(&format!(
+            "The critical section that made others wait most ended at {}",
+            site.replace('&', "&amp;")
+                .replace('<', "&lt;")
+                .replace('>', "&gt;")
+        )),
+        "{overview}"
+    );
 }
 
 /// The wait time by call stack, drawn from the folded stacks: the program's closure that took
