@@ -403,8 +403,8 @@ fn jvm_synchronized_waits_are_monitor_waits() {
     {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let classes = dir.path().join("classes");
+    let build = tempfile::tempdir().unwrap();
+    let classes = build.path().join("classes");
     let out = Command::new("javac")
         .arg("-d")
         .arg(&classes)
@@ -414,27 +414,43 @@ fn jvm_synchronized_waits_are_monitor_waits() {
     assert!(out.status.success(), "javac: {}", show(&out));
     let java = which("java");
     let classes = classes.to_string_lossy().into_owned();
-    let out = contend_in(
-        dir.path(),
-        &[
-            "record",
-            "-o",
-            "run",
-            "--locks",
-            "--",
-            &java,
-            "-XX:+UnlockDiagnosticVMOptions",
-            "-XX:+DumpPerfMapAtExit",
-            "-cp",
-            &classes,
-            "JvmMonitor",
-        ],
-    );
-    assert!(out.status.success(), "{}", show(&out));
-    let truth = common::truth_line(&stdout(&out));
-    let _map = PerfMapInTmp(num(&truth, "pid") as u32);
-    // Precondition: the threads did wait to enter (entries over 50 µs).
-    assert!(num(&truth, "slow") >= 10.0, "{truth:?}");
+    // Precondition: the threads did wait to enter (10 entries over 50 µs). On a busy 2-CPU
+    // machine the JVM's threads sometimes run one after another and barely contend: the
+    // program is run again, three tries in all.
+    let mut tries = 0;
+    let (dir, truth, _map) = loop {
+        let dir = tempfile::tempdir().unwrap();
+        let out = contend_in(
+            dir.path(),
+            &[
+                "record",
+                "-o",
+                "run",
+                "--locks",
+                "--",
+                &java,
+                "-XX:+UnlockDiagnosticVMOptions",
+                "-XX:+DumpPerfMapAtExit",
+                "-cp",
+                &classes,
+                "JvmMonitor",
+            ],
+        );
+        assert!(out.status.success(), "{}", show(&out));
+        let truth = common::truth_line(&stdout(&out));
+        let map = PerfMapInTmp(num(&truth, "pid") as u32);
+        if num(&truth, "slow") >= 10.0 {
+            break (dir, truth, map);
+        }
+        tries += 1;
+        if tries == 3 {
+            testkit::check_not_made(&format!(
+                "the JVM's threads barely contended in 3 runs (last: {truth:?}): monitor waits not checked"
+            ));
+            return;
+        }
+        testkit::attempt_failed(&format!("the JVM's threads barely contended: {truth:?}"));
+    };
     if !ends_traced(dir.path()) {
         return;
     }
