@@ -33,6 +33,7 @@ impl Run {
                 thread_names: &w.thread_names,
                 ends_traced: w.ends_traced,
                 stacks_recorded: w.stacks_recorded,
+                stacks: &w.stacks,
             }),
             waits_not_measured: self.waits_not_measured(),
             folded: self.wait_profile().map_or_else(Vec::new, |p| {

@@ -78,6 +78,8 @@ pub struct WaitsPage<'a> {
     pub ends_traced: bool,
     /// Some block was recorded with its user stack.
     pub stacks_recorded: bool,
+    /// The waits' named stacks ([`analysis::waits::PairedWait`]'s indexes point here).
+    pub stacks: &'a [analysis::waits::WaitStack],
 }
 
 pub struct MpiPage<'a> {
@@ -1048,6 +1050,14 @@ fn threads_over_time(
         /// Index into `thread_states`.
         states: Option<usize>,
     }
+    impl HasTid for ThreadLane {
+        fn tid(&self) -> u32 {
+            self.tid
+        }
+        fn has_lock_waits(&self) -> bool {
+            self.lock_thread.is_some()
+        }
+    }
     let mut all: Vec<ThreadLane> = Vec::new();
     if let Some(l) = locks {
         let mut in_holds = vec![false; l.report.threads.len()];
@@ -1226,6 +1236,7 @@ fn threads_over_time(
             );
         }
     }
+    let futex_drawn = futex_waits_over_time(&mut svg, p, axis, &lanes, lanes_y, lane_h, strip);
     svg.push_str("</svg>");
     zoomable_chart(out, "timeline-threads", &svg);
     let mut legend = String::from("<p class=\"legend\">");
@@ -1234,6 +1245,9 @@ fn threads_over_time(
     }
     if locks.is_some() {
         legend.push_str("<span><i style=\"background:#d62728\"></i>waiting for a lock (a lane's middle strip)</span><span><i style=\"background:#d62728;outline:2px solid #000;outline-offset:-1px\"></i>a wait on the critical path (outlined in black)</span><span><i style=\"background:#4e79a7\"></i>holding it after a contended acquisition (bottom strip, coloured by lock and call site)</span>");
+    }
+    if futex_drawn > 0 {
+        legend.push_str("<span><i style=\"background:#9467bd\"></i>a futex wait ended by a thread of the program (a lane's middle strip; hover for where it waited and who woke it)</span>");
     }
     legend.push_str("</p>\n");
     out.push_str(&legend);
@@ -1259,6 +1273,76 @@ fn threads_over_time(
             p.options.timeline_threads
         );
     }
+}
+
+/// The futex waits paired with the wake that ended them (issue 22), in the middle strip of the
+/// lanes the lock probe's waits do not use (a probe's lock wait covers its futex wait), each
+/// labelled with the program's frame that waited and the thread that woke it. Returns how many
+/// were drawn.
+fn futex_waits_over_time<L: HasTid>(
+    svg: &mut String,
+    p: &Page<'_>,
+    axis: &Axis,
+    lanes: &[L],
+    lanes_y: f64,
+    lane_h: f64,
+    strip: f64,
+) -> usize {
+    let Some(w) = &p.waits else {
+        return 0;
+    };
+    let lane_of: BTreeMap<u32, usize> = lanes
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| !l.has_lock_waits())
+        .map(|(k, l)| (l.tid(), k))
+        .collect();
+    let mut futex_lanes: Vec<Lane> = lanes.iter().map(|_| Lane::new()).collect();
+    let mut labels: Vec<String> = Vec::new();
+    let mut label_of: BTreeMap<String, u32> = BTreeMap::new();
+    let mut drawn = 0;
+    for pw in &w.report.paired {
+        let Some(&k) = lane_of.get(&pw.waiter) else {
+            continue;
+        };
+        let site = pw
+            .waiter_stack
+            .and_then(|i| w.stacks.get(i as usize))
+            .and_then(|st| st.site.as_deref())
+            .unwrap_or("a frame not known");
+        let text = format!("at {site}, woken by thread {}", pw.waker);
+        let next = labels.len() as u32;
+        let label = *label_of.entry(text.clone()).or_insert_with(|| {
+            labels.push(text);
+            next
+        });
+        futex_lanes[k].add(axis, pw.start, pw.end.max(pw.start + 1), label);
+        drawn += 1;
+    }
+    for (k, lane) in lanes.iter().enumerate() {
+        if lane.has_lock_waits() {
+            continue;
+        }
+        let y = lanes_y + lane_h * k as f64;
+        draw_lane(
+            svg,
+            axis,
+            &futex_lanes[k],
+            y + 0.5 + lane_h / 3.0,
+            strip,
+            &|_| "#9467bd".to_string(),
+            &format!("{} waited on a futex", lane.tid()),
+            &labels,
+        );
+    }
+    drawn
+}
+
+/// What [`futex_waits_over_time`] needs of a timeline lane.
+trait HasTid {
+    fn tid(&self) -> u32;
+    /// The lane's middle strip has the lock probe's waits.
+    fn has_lock_waits(&self) -> bool;
 }
 
 /// The critical path's lock waits of one lane: per pixel column the ns waited, and the waits

@@ -860,6 +860,18 @@ fn chromium_shows_a_std_mutexs_waits_at_its_line() {
         "{row} against {n} waits"
     );
     assert!(waits.contains("id=\"blame-table\""), "{waits}");
+    // The timeline draws the paired futex waits on the waiting threads' lanes, each hover
+    // naming where it waited and who woke it.
+    let timeline = section_of(&dom, "timeline");
+    assert!(
+        timeline.contains(" waited on a futex at ")
+            && timeline.contains(&format!("(std_mutex.rs:{line}), woken by thread ")),
+        "{timeline}"
+    );
+    assert!(
+        timeline.contains("a futex wait ended by a thread of the program"),
+        "{timeline}"
+    );
     // And the overview names that critical section among its findings.
     let overview = section_of(&dom, "overview");
     assert!(
