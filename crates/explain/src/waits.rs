@@ -440,7 +440,7 @@ pub(crate) fn waits(
             "JIT frames: {why}: they are shown by address"
         )));
     }
-    let (probe, blocks) = probe_waits(meta, streams);
+    let (probe, blocks) = probe_waits(meta, streams, &threads);
     let mut report = analysis::waits::waits_and_blame(
         &threads,
         &wakings,
@@ -479,22 +479,37 @@ pub(crate) fn waits(
 /// The probe's lock, condition and barrier waits, per thread, in CLOCK_MONOTONIC ns, with the
 /// object they were on; and the heap blocks it recorded (`--alloc-sites`), with their call
 /// sites' addresses.
+///
+/// This is a second pass over the lock streams, so it reads only what it needs: a thread
+/// that never blocked on a futex has no wait for the probe to cover, and without
+/// `--alloc-sites` there are no allocations to find.
 fn probe_waits(
     meta: &trace::Meta,
     streams: &[(String, Stream<'_>)],
+    threads: &[ThreadBlocks],
 ) -> (Vec<ProbeWait>, Vec<analysis::allocs::Block>) {
     let clock = analysis::clock::Conversion::from_meta(&meta.clock);
+    let allocs = meta.captured.contains(&trace::layout::Captured::AllocSites);
+    let blocked: std::collections::HashSet<u32> = threads
+        .iter()
+        .filter(|t| t.blocks.iter().any(|b| b.futex.is_some()))
+        .map(|t| t.tid)
+        .collect();
     let mut out = Vec::new();
     let mut blocks = Vec::new();
     for (_, l) in crate::locks::lock_streams(meta, streams) {
         let s = l.stream;
         let tid = s.header.tid;
-        // The open wait of each kind: (start, object id).
-        let mut open: HashMap<u8, (u64, u32)> = HashMap::new();
+        if !allocs && !blocked.contains(&tid) {
+            continue;
+        }
+        // The open wait of each class (lock, condition, barrier): (start, object id).
+        let mut open: [Option<(u64, u32)>; 3] = [None; 3];
         let mut previous: Option<trace::Record> = None;
         for r in s.events() {
             if let Some(a) = previous
                 .as_ref()
+                .filter(|_| allocs)
                 .and_then(|p| trace::alloc::Alloc::decode(p, &r))
             {
                 blocks.push(analysis::allocs::Block {
@@ -520,9 +535,9 @@ fn probe_waits(
                 _ => 2,
             };
             if begin {
-                open.insert(class, (r.ts, r.obj));
+                open[class] = Some((r.ts, r.obj));
             } else if end {
-                if let Some((start, obj)) = open.remove(&class) {
+                if let Some((start, obj)) = open[class].take() {
                     if let Some((kind, addr)) = s.object(obj) {
                         out.push(ProbeWait {
                             tid,
