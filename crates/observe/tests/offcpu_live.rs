@@ -263,10 +263,20 @@ fn many_threads_share_their_process_stream() {
     let (p, threads) = &processes[0];
     assert_eq!(*p, pid);
     // Every worker slept twice (a sleep of 1 ms always blocks); libtest's threads are there too.
+    // A block the kernel dropped (its ring full: each block and each waking copies an 8 KiB
+    // stack, and a busy machine delays the drain) is counted, never silent: each lost or
+    // throttled sample may be one worker's block.
     let sleepers = threads.values().filter(|b| b.len() >= 2).count();
+    let missed = done.stats.lost + done.stats.throttled;
     assert!(
-        sleepers >= THREADS,
-        "{sleepers} threads blocked twice or more"
+        sleepers as u64 + missed >= THREADS as u64,
+        "{sleepers} threads blocked twice or more; {} samples lost, {} throttled",
+        done.stats.lost,
+        done.stats.throttled
+    );
+    eprintln!(
+        "{sleepers} of {THREADS} workers blocked twice or more; {} samples lost, {} throttled",
+        done.stats.lost, done.stats.throttled
     );
     let blocks: usize = threads.values().map(Vec::len).sum();
     assert_eq!(
